@@ -1,0 +1,74 @@
+"""Apache Airflow provider for an SMS campaign service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "get_provider_info"]
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow (entry point ``apache_airflow_provider``)."""
+    integration = "SMS campaign service"
+    return {
+        "package-name": "airflow-provider-sms",
+        "name": "SMS campaign service",
+        "description": "Send cost-gated SMS campaigns and watch delivery-report webhooks and the NPAI list.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": integration,
+                "external-doc-url": "https://github.com/airflow-provider-sms/airflow-provider-sms",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [{"integration-name": integration, "python-modules": ["airflow_provider_sms.hooks.sms"]}],
+        "operators": [
+            {"integration-name": integration, "python-modules": ["airflow_provider_sms.operators.sms"]}
+        ],
+        "sensors": [
+            {"integration-name": integration, "python-modules": ["airflow_provider_sms.sensors.sms"]}
+        ],
+        "triggers": [
+            {"integration-name": integration, "python-modules": ["airflow_provider_sms.triggers.sms"]}
+        ],
+        "notifications": ["airflow_provider_sms.notifications.sms.SmsNotifier"],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_provider_sms.hooks.sms.SmsHook",
+                "hook-name": "SMS campaign service",
+                "connection-type": "sms",
+                "conn-fields": {
+                    "format": {
+                        "label": "Wire format",
+                        "description": "json (default) or xml: the format of request and response bodies.",
+                        "schema": {"type": ["string", "null"], "default": "json", "enum": ["json", "xml"]},
+                    },
+                    "timeout": {
+                        "label": "Timeout (seconds)",
+                        "description": "Read timeout of each request.",
+                        "schema": {"type": ["number", "null"], "default": 30},
+                    },
+                    "default_sender": {
+                        "label": "Default sender",
+                        "description": "Sender used when a message sets none (up to 11 letters or digits).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "verify": {
+                        "label": "Verify TLS certificate",
+                        "schema": {"type": ["boolean", "null"], "default": True},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["login", "schema", "port", "extra"],
+                    "relabeling": {"host": "Base URL", "password": "Access token"},
+                    "placeholders": {
+                        "host": "https://api.example-sms.com",
+                        "password": "access token (sent as Authorization: Bearer)",
+                    },
+                },
+            }
+        ],
+    }

@@ -1,0 +1,361 @@
+"""The one place that knows the wire: request and response bodies, JSON and XML, both directions.
+
+The client side encodes requests and decodes responses; the sandbox decodes requests and encodes
+responses with the same functions, so one definition serves both. XML is parsed with defusedxml:
+no DTD, no entity expansion, no external entities.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+from xml.etree.ElementTree import Element, ParseError
+from xml.sax.saxutils import escape, quoteattr
+
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
+from pydantic import BaseModel, ValidationError
+
+from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError
+from airflow_provider_sms.models import (
+    ApiEnvelope,
+    CampaignResult,
+    ListRef,
+    Message,
+    NpaiList,
+    Recipient,
+    Webhook,
+    WebhookResponse,
+    format_errors,
+)
+
+WireFormat = Literal["json", "xml"]
+FORMATS: tuple[str, ...] = ("json", "xml")
+CONTENT_TYPES: dict[str, str] = {"json": "application/json", "xml": "application/xml"}
+_XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
+# Elements that repeat on the wire: always decoded as lists, even when there is one or none.
+_REPEATED = frozenset({"list", "links", "gsm", "lists"})
+# Order of the message's elements in XML, as in the interface's examples.
+_MESSAGE_FIELDS = ("text", "pushtype", "sender", "delay", "links")
+# How much of an unreadable body an error quotes.
+_QUOTE = 200
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def check_format(value: object) -> WireFormat:
+    """Return ``value`` as a wire format, or raise ValueError naming the allowed ones."""
+    if value not in FORMATS:
+        raise ValueError(f"format must be 'json' or 'xml', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------- requests
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    return message.model_dump(
+        exclude_none=True, exclude_defaults=False, exclude={"links"} if not message.links else set()
+    )
+
+
+def _cdata(text: str) -> str:
+    # "]]>" cannot appear inside one CDATA section: split it across two.
+    return "<![CDATA[" + text.replace("]]>", "]]]]><![CDATA[>") + "]]>"
+
+
+def _message_xml(message: Message) -> str:
+    parts = ["<message>", "<text>", _cdata(message.text), "</text>"]
+    for name in ("pushtype", "sender", "delay"):
+        value = getattr(message, name)
+        if value is not None:
+            parts.append(f"<{name}>{escape(value)}</{name}>")
+    parts.extend(f"<links>{escape(link)}</links>" for link in message.links)
+    parts.append("</message>")
+    return "".join(parts)
+
+
+def _is_plain(number: str) -> bool:
+    return number.isdigit() and number.isascii()
+
+
+def encode_send(message: Message, recipients: Sequence[str | Recipient], fmt: WireFormat) -> bytes:
+    """Body of POST /send and /send/simulate.
+
+    :param recipients: normalized numbers (digit strings) or :class:`Recipient` for those with a
+        ``gsmsmsid``, as returned by :func:`airflow_provider_sms.models.parse_recipients`.
+    """
+    if fmt == "json":
+        head = json.dumps({"message": _message_json(message)}, ensure_ascii=False, separators=(",", ":"))
+        gsm = _json_gsm(recipients)
+        return ('{"sms":' + head[:-1] + ',"recipients":{"gsm":[' + gsm + "]}}}").encode()
+    return (
+        _XML_DECLARATION
+        + "<sms>"
+        + _message_xml(message)
+        + "<recipients>"
+        + _xml_gsm(recipients)
+        + "</recipients></sms>"
+    ).encode()
+
+
+def _json_gsm(recipients: Sequence[str | Recipient]) -> str:
+    # Validated numbers are ASCII digits and need no escaping: joining them is what makes a
+    # million-number body cheap. Anything else goes through json.dumps.
+    if all(type(item) is str for item in recipients) and all(map(_is_plain, recipients)):  # type: ignore[arg-type]
+        return '{"value":"' + '"},{"value":"'.join(recipients) + '"}' if recipients else ""  # type: ignore[arg-type]
+    items = []
+    for item in recipients:
+        if isinstance(item, Recipient):
+            entry = {"value": item.value}
+            if item.gsmsmsid is not None:
+                entry = {"gsmsmsid": item.gsmsmsid, "value": item.value}
+            items.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+        else:
+            items.append(json.dumps({"value": item}, separators=(",", ":")))
+    return ",".join(items)
+
+
+def _xml_gsm(recipients: Sequence[str | Recipient]) -> str:
+    if all(type(item) is str for item in recipients) and all(map(_is_plain, recipients)):  # type: ignore[arg-type]
+        return "<gsm>" + "</gsm><gsm>".join(recipients) + "</gsm>" if recipients else ""  # type: ignore[arg-type]
+    items = []
+    for item in recipients:
+        if isinstance(item, Recipient):
+            attr = f" gsmsmsid={quoteattr(item.gsmsmsid)}" if item.gsmsmsid is not None else ""
+            items.append(f"<gsm{attr}>{escape(item.value)}</gsm>")
+        else:
+            items.append(f"<gsm>{escape(item)}</gsm>")
+    return "".join(items)
+
+
+def encode_lists(message: Message, lists: Sequence[ListRef], fmt: WireFormat) -> bytes:
+    """Body of POST /send/lists and /send/lists/simulate."""
+    if fmt == "json":
+        body = {"sms": {"message": _message_json(message), "lists": [{"value": ref.value} for ref in lists]}}
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    items = "".join(f"<lists><value>{ref.value}</value></lists>" for ref in lists)
+    return (_XML_DECLARATION + "<sms>" + _message_xml(message) + items + "</sms>").encode()
+
+
+@dataclass
+class CampaignRequest:
+    """A request body as the service receives it, before the service's own checks (sandbox side).
+
+    Numbers are kept as given: the service counts invalid ones rather than refusing the request.
+    """
+
+    message: dict[str, Any]
+    recipients: list[dict[str, Any]] = field(default_factory=list)
+    lists: list[Any] = field(default_factory=list)
+
+
+def decode_request(body: bytes, fmt: WireFormat) -> CampaignRequest:
+    """Read a send or simulate body. Raises SmsApiError with status -6 (JSON) or -2 (XML) if malformed."""
+    data = _parse(body, fmt, request=True)
+    sms = data.get("sms") if isinstance(data, dict) else None
+    if not isinstance(sms, dict) or not isinstance(sms.get("message"), dict):
+        raise SmsApiError(_malformed_status(fmt), "body must hold an 'sms' object with a 'message'")
+    message = dict(sms["message"])
+    if fmt == "xml":
+        message.setdefault("links", [])
+    recipients_node = sms.get("recipients")
+    gsm = recipients_node.get("gsm", []) if isinstance(recipients_node, dict) else []
+    if isinstance(gsm, dict):
+        gsm = [gsm]
+    recipients = [item if isinstance(item, dict) else {"value": item} for item in gsm]
+    lists = sms.get("lists", [])
+    if not isinstance(lists, list):
+        lists = [lists]
+    return CampaignRequest(
+        message=message,
+        recipients=recipients,
+        lists=[item.get("value") if isinstance(item, dict) else item for item in lists],
+    )
+
+
+# --------------------------------------------------------------------------------------- responses
+
+
+def encode_response(data: BaseModel | Mapping[str, Any], fmt: WireFormat) -> bytes:
+    """Encode an answer of the service (sandbox side): JSON object, or XML rooted at ``response``."""
+    payload = data.model_dump(by_alias=True) if isinstance(data, BaseModel) else dict(data)
+    if fmt == "json":
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    return (_XML_DECLARATION + _xml_element("response", payload)).encode()
+
+
+def _xml_element(tag: str, value: Any) -> str:
+    if isinstance(value, Mapping):
+        inner = "".join(_xml_children(name, item) for name, item in value.items())
+        return f"<{tag}>{inner}</{tag}>"
+    if value is None:
+        # The interface writes an absent batch_id as the text null; other absent values are empty.
+        return f"<{tag}>null</{tag}>" if tag == "batch_id" else f"<{tag}/>"
+    if isinstance(value, bool):
+        value = int(value)
+    return f"<{tag}>{escape(str(value))}</{tag}>"
+
+
+def _xml_children(name: str, value: Any) -> str:
+    if isinstance(value, list):
+        if name in _REPEATED:
+            return "".join(_xml_element(name, item) for item in value)
+        return f"<{name}>" + "".join(_xml_element("item", item) for item in value) + f"</{name}>"
+    return _xml_element(name, value)
+
+
+def decode_campaign_result(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> CampaignResult:
+    """Decode the answer of a send or a simulation."""
+    return _decode(body, fmt, CampaignResult, endpoint)
+
+
+def decode_webhook(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> Webhook:
+    """Decode the answer of GET /webhook/:id."""
+    envelope = _decode(body, fmt, WebhookResponse, endpoint)
+    if envelope.webhook is None:
+        raise SmsApiError(
+            envelope.status, "the answer has no 'webhook' record", body=_quote(body), endpoint=endpoint
+        )
+    return envelope.webhook
+
+
+def decode_npai(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> NpaiList:
+    """Decode the answer of GET /npai."""
+    return _decode(body, fmt, NpaiList, endpoint)
+
+
+def decode_envelope(body: bytes, fmt: WireFormat) -> ApiEnvelope:
+    """Read only ``status``/``message``/``details`` of any answer; raises SmsApiError if unreadable."""
+    data = _parse(body, fmt)
+    if not isinstance(data, dict):
+        raise SmsApiError(None, f"the answer is not a {fmt.upper()} object", body=_quote(body))
+    try:
+        return ApiEnvelope.model_validate(data)
+    except ValidationError as exc:
+        raise SmsApiError(
+            None, f"unreadable status in the answer: {exc.errors()[0]['msg']}", body=_quote(body)
+        ) from None
+
+
+def _decode(body: bytes, fmt: WireFormat, model: type[M], endpoint: str) -> M:
+    if fmt == "json" and body:
+        # Fast path: pydantic parses and validates in one pass; errors fall through to the slow path.
+        try:
+            result = model.model_validate_json(body)
+            if getattr(result, "status", None) == 1:
+                return result
+        except ValidationError:
+            pass
+    data = _parse(body, fmt, endpoint=endpoint)
+    if not isinstance(data, dict):
+        raise SmsApiError(
+            None, f"the answer is not a {fmt.upper()} object", body=_quote(body), endpoint=endpoint
+        )
+    raise_for_status(data, body=body, endpoint=endpoint)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{name}: {text}" for name, text in format_errors(exc)[:5])
+        raise SmsApiError(
+            1,
+            f"the answer does not have the documented shape ({problems})",
+            body=_quote(body),
+            endpoint=endpoint,
+        ) from None
+
+
+def raise_for_status(
+    data: Mapping[str, Any], *, body: bytes = b"", endpoint: str = "", http_status: int | None = None
+) -> None:
+    """Raise the matching SmsApiError unless the answer's ``status`` is 1."""
+    status = data.get("status")
+    if status is None:
+        error = data.get("error") or data.get("message") or "no 'status' in the answer"
+        raise SmsApiError(None, str(error), body=_quote(body), endpoint=endpoint, http_status=http_status)
+    try:
+        code = int(status)
+    except (TypeError, ValueError):
+        raise SmsApiError(
+            None, f"'status' is not an integer: {status!r}", body=_quote(body), endpoint=endpoint
+        ) from None
+    if code == 1:
+        return
+    error_class = {-1: SmsAuthError, -5: SmsNotFoundError}.get(code, SmsApiError)
+    raise error_class(
+        code,
+        str(data.get("message") or data.get("error") or "no message"),
+        body=_quote(body),
+        details=data.get("details"),
+        endpoint=endpoint,
+        http_status=http_status,
+    )
+
+
+def _malformed_status(fmt: WireFormat) -> int:
+    return -6 if fmt == "json" else -2
+
+
+def _quote(body: bytes) -> bytes:
+    return body[:_QUOTE]
+
+
+def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str = "") -> Any:
+    """Parse a body into plain Python values; unreadable bodies raise SmsApiError, never a raw error."""
+    status = _malformed_status(fmt) if request else None
+    if not body or not body.strip():
+        raise SmsApiError(status, "empty body", endpoint=endpoint)
+    if fmt == "json":
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SmsApiError(
+                status,
+                f"the body is not valid JSON ({exc}); it starts with {body[:60]!r}",
+                body=_quote(body),
+                endpoint=endpoint,
+            ) from None
+    try:
+        root = SafeET.fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as exc:
+        raise SmsApiError(
+            status,
+            f"the XML body was refused as unsafe ({type(exc).__name__})",
+            body=_quote(body),
+            endpoint=endpoint,
+        ) from None
+    except (ParseError, ValueError) as exc:
+        raise SmsApiError(
+            status,
+            f"the body is not valid XML ({exc}); it starts with {body[:60]!r}",
+            body=_quote(body),
+            endpoint=endpoint,
+        ) from None
+    return {root.tag: _xml_value(root)} if request else _xml_value(root)
+
+
+def _xml_value(element: Element) -> Any:
+    if len(element) == 0:
+        text = element.text
+        if element.attrib:
+            return {"value": text, **element.attrib}
+        return text if text is None or text.strip() else None
+    if element.tag == "user_information":
+        return [_xml_value(child) for child in element]
+    result: dict[str, Any] = {}
+    for child in element:
+        value = _xml_value(child)
+        if child.tag == "batch_id" and value == "null":
+            value = None
+        if child.tag in _REPEATED:
+            result.setdefault(child.tag, []).append(value)
+        elif child.tag in result:
+            existing = result[child.tag]
+            result[child.tag] = [*existing, value] if isinstance(existing, list) else [existing, value]
+        else:
+            result[child.tag] = value
+    if element.attrib:
+        result.update(element.attrib)
+    return result

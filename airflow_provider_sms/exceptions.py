@@ -1,0 +1,96 @@
+"""Errors raised by the SMS provider.
+
+Every error says what to fix: the field, the value and the rule, or what happened on the wire and
+whether it is safe to try again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SmsError(Exception):
+    """Base class of every error raised by this provider."""
+
+
+class SmsValidationError(SmsError, ValueError):
+    """Bad input, raised before any request is made.
+
+    :param errors: one ``(field, message)`` pair per problem found.
+    """
+
+    def __init__(self, message: str, errors: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class SmsApiError(SmsError):
+    """The service answered, with a ``status`` other than 1 (or with a body that is not an answer).
+
+    :param status: the body's ``status`` (``None`` when the body had none).
+    :param message: the body's ``message`` (or a description of the unreadable body).
+    :param body: the raw body, as received (bounded), for diagnosis.
+    :param http_status: the HTTP status code of the response.
+    :param details: the body's ``details``, when the service gave any.
+    """
+
+    def __init__(
+        self,
+        status: int | None,
+        message: str,
+        *,
+        body: bytes | str | None = None,
+        http_status: int | None = None,
+        details: Any = None,
+        endpoint: str | None = None,
+    ) -> None:
+        self.status = status
+        self.message = message
+        self.body = body
+        self.http_status = http_status
+        self.details = details
+        self.endpoint = endpoint
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = f"{self.endpoint}: " if self.endpoint else ""
+        code = f"status {self.status}" if self.status is not None else "no status"
+        http = f", HTTP {self.http_status}" if self.http_status is not None else ""
+        meaning = STATUS_MEANINGS.get(self.status) if self.status is not None else None
+        hint = f" ({meaning})" if meaning and meaning.lower() != self.message.lower() else ""
+        details = f"; details: {self.details}" if self.details else ""
+        return f"{where}the service answered {code}{http}: {self.message}{hint}{details}"
+
+
+class SmsMaybeSentError(SmsError):
+    """A send whose outcome is unknown: the campaign may have been created.
+
+    Never retry this automatically: check the service (or the sandbox's inspection API) first.
+    """
+
+
+class SmsTransportError(SmsError):
+    """Nothing reached the service (or a read-only call failed); safe to retry."""
+
+
+class SmsAuthError(SmsApiError):
+    """The service rejected the access token (status -1)."""
+
+
+class SmsNotFoundError(SmsApiError):
+    """The service does not know the resource (status -5: unknown list or webhook)."""
+
+
+# Meanings of the body's status, from the real service's documentation (shared/service-notes.md).
+STATUS_MEANINGS: dict[int, str] = {
+    1: "OK",
+    -1: "authentication error: check the connection's access token",
+    -2: "XML error: the request body was not valid XML",
+    -3: "not enough credits",
+    -4: "incorrect delay date",
+    -5: "resource not found",
+    -6: "JSON error: the request body was not valid JSON",
+    -7: "data error: a field has an invalid value",
+    -8: "campaign held for moderation: it may still be sent; never retry automatically",
+    -99: "unknown error",
+}

@@ -1,0 +1,500 @@
+"""SmsHook: the one client of the SMS service used by operators, sensors and the notifier."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
+
+import requests
+import tenacity
+from airflow.providers.common.compat.sdk import BaseHook
+from urllib3.exceptions import NewConnectionError
+
+from airflow_provider_sms import codec
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsAuthError,
+    SmsError,
+    SmsMaybeSentError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.models import (
+    CampaignResult,
+    ListRef,
+    Message,
+    NpaiList,
+    Recipient,
+    RecipientInput,
+    Webhook,
+    build,
+    parse_lists,
+    parse_recipients,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30.0
+# Page size for GET /npai: the service's other list endpoints accept at most 1000.
+NPAI_PAGE_SIZE = 1000
+# Largest answer read into memory; a bigger one is refused rather than exhausting the worker.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Longest wait honoured from a Retry-After header.
+MAX_RETRY_AFTER = 60.0
+
+
+@dataclass(frozen=True)
+class SmsConnectionSettings:
+    """What the hook reads from the Airflow connection. The token is kept out of ``repr``."""
+
+    base_url: str
+    token: str = field(repr=False)
+    format: codec.WireFormat = "json"
+    timeout: float = DEFAULT_TIMEOUT
+    default_sender: str | None = None
+    verify: bool | str = True
+
+
+class _Retryable(SmsTransportError):
+    """A read-only call failed in a way worth trying again (connection, 429, 5xx)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def _nothing_sent(exc: requests.RequestException) -> bool:
+    """True when the request certainly never reached the service (refused, DNS, connect timeout, TLS)."""
+    if isinstance(exc, (requests.ConnectTimeout, requests.exceptions.SSLError)):
+        return True
+    if isinstance(exc, requests.ConnectionError):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return isinstance(reason, NewConnectionError)
+    return False
+
+
+class SmsHook(BaseHook):
+    """Client of the SMS campaign service.
+
+    Sends are made exactly once: POST /send and /send/lists are never retried, and any failure after
+    the request may have reached the service raises :class:`SmsMaybeSentError`. Simulations and reads
+    are retried on connection errors, 429 (honouring Retry-After) and 5xx, with exponential backoff.
+
+    :param sms_conn_id: the Airflow connection (type ``sms``): host = base URL, password = token.
+    :param format: ``json`` or ``xml``; overrides the connection's ``format`` extra.
+    :param max_tries: attempts for read-only and simulate calls (1 = no retry).
+    :param backoff: first backoff in seconds (doubled each try, with jitter).
+    """
+
+    conn_name_attr = "sms_conn_id"
+    default_conn_name = "sms_default"
+    conn_type = "sms"
+    hook_name = "SMS campaign service"
+
+    SEND_PATH: ClassVar[str] = "/send"
+    SEND_LISTS_PATH: ClassVar[str] = "/send/lists"
+    SIMULATE_PATH: ClassVar[str] = "/send/simulate"
+    SIMULATE_LISTS_PATH: ClassVar[str] = "/send/lists/simulate"
+
+    def __init__(
+        self,
+        sms_conn_id: str = default_conn_name,
+        format: str | None = None,
+        *,
+        max_tries: int = 3,
+        backoff: float = 0.5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.sms_conn_id = sms_conn_id
+        self._format_override = codec.check_format(format) if format is not None else None
+        self.max_tries = max(1, max_tries)
+        self.backoff = backoff
+
+    # ------------------------------------------------------------------------------ connection
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Labels and hidden fields of the connection form (Airflow < 3.2 reads this)."""
+        return {
+            "hidden_fields": ["login", "schema", "port"],
+            "relabeling": {"host": "Base URL", "password": "Access token"},
+            "placeholders": {
+                "host": "https://api.example-sms.com",
+                "password": "access token (sent as Authorization: Bearer)",
+            },
+        }
+
+    @cached_property
+    def settings(self) -> SmsConnectionSettings:
+        """The connection, read once and checked; the token is registered with the secrets masker."""
+        conn = self.get_connection(self.sms_conn_id)
+        where = f"connection {self.sms_conn_id!r}"
+        token = conn.password or ""
+        if not token:
+            raise SmsValidationError(
+                f"{where}: password (the access token) is empty", [("password", "empty")]
+            )
+        _mask(token)
+        host = (conn.host or "").strip().rstrip("/")
+        if not host:
+            raise SmsValidationError(f"{where}: host (the base URL) is empty", [("host", "empty")])
+        if "://" not in host:
+            scheme = conn.schema if conn.schema in ("http", "https") else "https"
+            host = f"{scheme}://{host}"
+        if conn.port and host.count(":") < 2:
+            scheme, rest = host.split("://", 1)
+            hostname, _, path = rest.partition("/")
+            host = f"{scheme}://{hostname}:{conn.port}" + (f"/{path}" if path else "")
+        extra = conn.extra_dejson or {}
+        try:
+            fmt = self._format_override or codec.check_format(extra.get("format") or "json")
+            timeout = float(extra.get("timeout") or DEFAULT_TIMEOUT)
+        except (TypeError, ValueError) as exc:
+            raise SmsValidationError(f"{where}: extra {exc}", [("extra", str(exc))]) from None
+        if timeout <= 0:
+            raise SmsValidationError(
+                f"{where}: extra timeout must be > 0, got {timeout}", [("timeout", "> 0")]
+            )
+        verify = extra.get("verify", True)
+        if isinstance(verify, str) and verify.lower() in ("true", "false"):
+            verify = verify.lower() == "true"
+        return SmsConnectionSettings(
+            base_url=host,
+            token=token,
+            format=fmt,
+            timeout=timeout,
+            default_sender=extra.get("default_sender") or None,
+            verify=verify,
+        )
+
+    @cached_property
+    def session(self) -> requests.Session:
+        """One HTTP session per hook: keep-alive across calls; no retries at the transport level."""
+        session = requests.Session()
+        settings = self.settings
+        session.headers.update(
+            {
+                "Authorization": f"Bearer {settings.token}",
+                "Accept": codec.CONTENT_TYPES[settings.format],
+                "Content-Type": codec.CONTENT_TYPES[settings.format],
+                "User-Agent": "airflow-provider-sms",
+            }
+        )
+        session.verify = settings.verify
+        return session
+
+    def get_conn(self) -> requests.Session:
+        """The configured :class:`requests.Session` (Airflow's hook convention)."""
+        return self.session
+
+    @property
+    def format(self) -> codec.WireFormat:
+        """The wire format in use (``json`` or ``xml``)."""
+        return self.settings.format
+
+    # ---------------------------------------------------------------------------- public calls
+
+    def prepare_message(self, message: Message | Mapping[str, Any]) -> Message:
+        """Validate ``message``, filling ``sender`` from the connection's ``default_sender``."""
+        if isinstance(message, Mapping) and not message.get("sender") and self.settings.default_sender:
+            message = {**message, "sender": self.settings.default_sender}
+        prepared = build(Message, message, "message")
+        if prepared.sender is None and self.settings.default_sender:
+            prepared = prepared.model_copy(update={"sender": self.settings.default_sender})
+        return prepared
+
+    def simulate(
+        self, message: Message | Mapping[str, Any], recipients: Iterable[RecipientInput]
+    ) -> CampaignResult:
+        """Simulate a campaign to numbers (POST /send/simulate): cost and counts, nothing created.
+
+        ``gsmsmsid`` values are dropped: they only matter on a real send.
+        """
+        prepared = self.prepare_message(message)
+        numbers = [
+            item.value if isinstance(item, Recipient) else item for item in parse_recipients(recipients)
+        ]
+        body = codec.encode_send(prepared, numbers, self.format)
+        return self._campaign(self.SIMULATE_PATH, body, sends=False, count=len(numbers))
+
+    def send(
+        self, message: Message | Mapping[str, Any], recipients: Iterable[RecipientInput]
+    ) -> CampaignResult:
+        """Send a campaign to numbers (POST /send), exactly once."""
+        prepared = self.prepare_message(message)
+        prepared.check_sendable()
+        numbers = parse_recipients(recipients)
+        body = codec.encode_send(prepared, numbers, self.format)
+        return self._campaign(self.SEND_PATH, body, sends=True, count=len(numbers))
+
+    def simulate_lists(self, message: Message | Mapping[str, Any], lists: Iterable[object]) -> CampaignResult:
+        """Simulate a campaign to stored lists (POST /send/lists/simulate)."""
+        prepared = self.prepare_message(message)
+        refs = self._lists(lists)
+        body = codec.encode_lists(prepared, refs, self.format)
+        return self._campaign(self.SIMULATE_LISTS_PATH, body, sends=False, count=len(refs))
+
+    def send_lists(self, message: Message | Mapping[str, Any], lists: Iterable[object]) -> CampaignResult:
+        """Send a campaign to stored lists (POST /send/lists), exactly once."""
+        prepared = self.prepare_message(message)
+        prepared.check_sendable()
+        refs = self._lists(lists)
+        body = codec.encode_lists(prepared, refs, self.format)
+        return self._campaign(self.SEND_LISTS_PATH, body, sends=True, count=len(refs))
+
+    def get_webhook(self, webhook_id: str | int) -> Webhook:
+        """Read one webhook record (GET /webhook/:id)."""
+        webhook_id = str(webhook_id).strip()
+        if not webhook_id or "/" in webhook_id:
+            raise SmsValidationError(
+                f"webhook_id={webhook_id!r}: give the webhook's id", [("webhook_id", "empty")]
+            )
+        path = f"/webhook/{requests.utils.quote(webhook_id, safe='')}"
+        body = self._read("GET", path)
+        return codec.decode_webhook(body, self.format, endpoint=f"GET {path}")
+
+    def get_npai(self) -> NpaiList:
+        """Read the whole NPAI list (GET /npai), following ``start``/``length`` pages if the service pages.
+
+        Paging is not documented for /npai; the hook asks for pages of 1000 (as the service's other
+        list endpoints take) and keeps reading while ``totalRecords`` says entries are missing. A
+        service that ignores the parameters answers everything at once and one call is made.
+        """
+        first = self._npai_page(0)
+        entries = list(first.entries)
+        total = first.total_records
+        seen = {entry.id for entry in entries}
+        while total is not None and len(entries) < total:
+            page = self._npai_page(len(entries))
+            new = [entry for entry in page.entries if entry.id not in seen]
+            if not new:
+                log.warning(
+                    "GET /npai: totalRecords is %s but only %s entries could be read; keeping those",
+                    total,
+                    len(entries),
+                )
+                break
+            seen.update(entry.id for entry in new)
+            entries.extend(new)
+        return first.model_copy(update={"entries": entries, "total_display_records": len(entries)})
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Make one read-only call (GET /npai, first entry only) and say what happened."""
+        try:
+            settings = self.settings
+            page = self._npai_page(0, length=1, tries=1)
+        except SmsAuthError as exc:
+            return False, f"The service rejected the access token (status {exc.status}): {exc.message}"
+        except SmsTransportError as exc:
+            return False, f"Could not reach the service: {exc}"
+        except SmsError as exc:
+            return False, str(exc)
+        total = page.total_records if page.total_records is not None else len(page.entries)
+        return (
+            True,
+            f"Connected to {settings.base_url} ({settings.format}): "
+            f"access token accepted, {total} NPAI entries.",
+        )
+
+    # ------------------------------------------------------------------------------- internals
+
+    def _lists(self, lists: Iterable[object]) -> list[ListRef]:
+        if isinstance(lists, Mapping):
+            lists = [lists]
+        items = list(lists) if not isinstance(lists, (int, str)) else [lists]
+        for index, item in enumerate(items):
+            if isinstance(item, Mapping) and "gsmsmsid" in item:
+                message = f"lists[{index}]: gsmsmsid is only valid on /send, not on list campaigns"
+                raise SmsValidationError(message, [(f"lists[{index}]", message)])
+        return parse_lists(items)
+
+    def _npai_page(self, start: int, length: int = NPAI_PAGE_SIZE, tries: int | None = None) -> NpaiList:
+        body = self._read("GET", "/npai", params={"start": start, "length": length}, tries=tries)
+        return codec.decode_npai(body, self.format, endpoint="GET /npai")
+
+    def _campaign(self, path: str, body: bytes, *, sends: bool, count: int) -> CampaignResult:
+        endpoint = f"POST {path}"
+        what = "recipients" if "lists" not in path else "lists"
+        self.log.info("%s: %s %s, %s bytes, %s", endpoint, count, what, len(body), self.format)
+        if not sends:
+            answer = self._read("POST", path, body=body)
+            result = codec.decode_campaign_result(answer, self.format, endpoint=endpoint)
+        else:
+            result = self._send_once(path, body)
+        self.log.info("%s: %s", endpoint, result.summary())
+        return result
+
+    def _send_once(self, path: str, body: bytes) -> CampaignResult:
+        endpoint = f"POST {path}"
+        maybe = (
+            f"{endpoint}: the campaign may have been created and must not be sent again automatically; "
+            "check the service's campaign history before sending it again"
+        )
+        try:
+            response = self.session.post(self._url(path), data=body, timeout=self._timeouts, stream=True)
+            answer = self._body(response, endpoint)
+        except requests.RequestException as exc:
+            if _nothing_sent(exc):
+                raise SmsTransportError(
+                    f"{endpoint}: nothing was sent, the service could not be reached ({_describe(exc)})"
+                ) from None
+            raise SmsMaybeSentError(f"{maybe} ({_describe(exc)})") from None
+        if response.status_code == 429:
+            raise SmsTransportError(
+                f"{endpoint}: rate limited (HTTP 429, Retry-After {response.headers.get('Retry-After')}); "
+                "the service refused the request, nothing was sent"
+            )
+        if response.status_code >= 500:
+            raise SmsMaybeSentError(f"{maybe} (HTTP {response.status_code})")
+        try:
+            return codec.decode_campaign_result(answer, self.format, endpoint=endpoint)
+        except SmsApiError as exc:
+            if exc.status == -8:
+                raise SmsMaybeSentError(f"{maybe} (status -8: {exc.message})") from None
+            if exc.status is None and response.ok:
+                # 2xx but unreadable: the service took the request, we cannot tell what it did.
+                raise SmsMaybeSentError(f"{maybe} (HTTP {response.status_code}, {exc.message})") from None
+            exc.http_status = response.status_code
+            raise
+
+    def _read(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        params: Mapping[str, Any] | None = None,
+        tries: int | None = None,
+    ) -> bytes:
+        """A call safe to repeat (GET, simulate): retried on connection errors, 429 and 5xx."""
+        endpoint = f"{method} {path}"
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(tries or self.max_tries),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type(_Retryable),
+            before_sleep=self._log_retry(endpoint),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._call_once(method, path, body, params, endpoint)
+        except _Retryable as exc:
+            raise SmsTransportError(str(exc)) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_once(
+        self, method: str, path: str, body: bytes | None, params: Mapping[str, Any] | None, endpoint: str
+    ) -> bytes:
+        try:
+            response = self.session.request(
+                method, self._url(path), data=body, params=params, timeout=self._timeouts, stream=True
+            )
+            answer = self._body(response, endpoint)
+        except requests.RequestException as exc:
+            raise _Retryable(f"{endpoint}: {_describe(exc)}") from None
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Retryable(
+                f"{endpoint}: HTTP {response.status_code}",
+                retry_after=_parse_retry_after(response.headers.get("Retry-After")),
+            )
+        if not response.ok:
+            self._raise_client_error(response, answer, endpoint)
+        return answer
+
+    def _raise_client_error(self, response: requests.Response, answer: bytes, endpoint: str) -> None:
+        try:
+            envelope = codec.decode_envelope(answer, self.format)
+        except SmsApiError:
+            raise SmsApiError(
+                None,
+                f"HTTP {response.status_code} {response.reason}",
+                body=answer[:200],
+                http_status=response.status_code,
+                endpoint=endpoint,
+            ) from None
+        codec.raise_for_status(
+            envelope.model_dump(), body=answer, endpoint=endpoint, http_status=response.status_code
+        )
+        raise SmsApiError(
+            1,
+            f"HTTP {response.status_code} with status 1",
+            http_status=response.status_code,
+            endpoint=endpoint,
+        )
+
+    def _body(self, response: requests.Response, endpoint: str) -> bytes:
+        """Read the answer, refusing one larger than MAX_RESPONSE_BYTES instead of exhausting memory."""
+        with response:
+            chunks = []
+            size = 0
+            for chunk in response.iter_content(chunk_size=256 * 1024):
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise SmsApiError(
+                        None,
+                        f"the answer is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB; refused",
+                        http_status=response.status_code,
+                        endpoint=endpoint,
+                    )
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _url(self, path: str) -> str:
+        return self.settings.base_url + path
+
+    @property
+    def _timeouts(self) -> tuple[float, float]:
+        timeout = self.settings.timeout
+        return (min(timeout, 10.0), timeout)
+
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return exc.retry_after
+        exponential = self.backoff * (2 ** (retry_state.attempt_number - 1))
+        return exponential + random.uniform(0, self.backoff)
+
+    def _log_retry(self, endpoint: str) -> Callable[[tenacity.RetryCallState], None]:
+        def before_sleep(retry_state: tenacity.RetryCallState) -> None:
+            exc = retry_state.outcome.exception() if retry_state.outcome else None
+            wait = retry_state.next_action.sleep if retry_state.next_action else 0
+            self.log.warning(
+                "%s failed (%s); try %s of %s in %.1fs",
+                endpoint,
+                exc,
+                retry_state.attempt_number + 1,
+                self.max_tries,
+                wait,
+            )
+
+        return before_sleep
+
+
+def _describe(exc: requests.RequestException) -> str:
+    """A short, token-free description of a transport error."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    text = str(reason or exc)
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _mask(token: str) -> None:
+    try:
+        from airflow.providers.common.compat.sdk import mask_secret
+    except ImportError:  # pragma: no cover - compat always ships it
+        return
+    mask_secret(token)

@@ -1,0 +1,417 @@
+"""The single definition of each resource of the SMS service (pydantic v2).
+
+Request models (:class:`Message`, :class:`Recipient`, :class:`ListRef`) validate what a DAG author
+gives, with errors that name the field and the rule. Response models (:class:`CampaignResult`,
+:class:`Webhook`, :class:`NpaiList`) are what the hook returns. The sandbox uses the same models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+import pendulum
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from airflow_provider_sms.delay import paris_wall_time, to_api_delay
+from airflow_provider_sms.exceptions import SmsValidationError
+
+PushType = Literal["alert", "marketing"]
+PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
+SHORT_MARKER = "<-short->"
+
+# International format without sign: country code first (never 0), 8 to 15 digits (E.164).
+_VALID_NUMBER = re.compile(r"[1-9][0-9]{7,14}")
+# Separators people type inside numbers; stripped before checking.
+_SEPARATORS = re.compile(r"[\s.\-()/]")
+# Characters XML 1.0 cannot carry: such text could never reach the service in XML format.
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_SENDER = re.compile(r"[A-Za-z0-9 ]{1,11}|[0-9]{1,15}")
+# How many bad numbers an error message quotes before summarising the rest.
+_EXAMPLES = 5
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SmsModel(BaseModel):
+    """Base of every model: unknown fields from the service are ignored, aliases or names accepted."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+def _check_xml_safe(value: str, field: str) -> str:
+    found = _XML_FORBIDDEN.search(value)
+    if found:
+        raise ValueError(
+            f"{field} contains the control character {found.group()!r} at position {found.start()}, "
+            "which an SMS cannot carry"
+        )
+    return value
+
+
+class Message(SmsModel):
+    """The ``message`` of a campaign.
+
+    :param text: the SMS text; each ``<-short->`` marker is replaced by a short URL from ``links``.
+    :param pushtype: ``alert`` or ``marketing``; required when sending with short URLs.
+    :param delay: when to send; any form accepted by :func:`airflow_provider_sms.delay.parse_delay`,
+        stored as the API's ``Y-m-d H:i:s`` in Europe/Paris.
+    :param sender: custom sender: up to 11 letters/digits, or up to 15 digits.
+    :param links: the URLs to shorten, one per marker, in order.
+    """
+
+    text: str = Field(min_length=1)
+    pushtype: PushType | None = None
+    delay: str | None = None
+    sender: str | None = None
+    links: list[str] = Field(default_factory=list)
+
+    @field_validator("text")
+    @classmethod
+    def _text_is_sendable(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text is blank")
+        return _check_xml_safe(value, "text")
+
+    @field_validator("delay", mode="before")
+    @classmethod
+    def _delay_to_paris(cls, value: object) -> str | None:
+        try:
+            return to_api_delay(value)
+        except SmsValidationError as exc:
+            raise ValueError(str(exc).removeprefix("delay=")) from None
+
+    @field_validator("sender")
+    @classmethod
+    def _sender_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _SENDER.fullmatch(value):
+            raise ValueError(
+                "sender must be 1 to 11 letters, digits or spaces, or a number of up to 15 digits"
+            )
+        return value
+
+    @field_validator("links")
+    @classmethod
+    def _links_are_urls(cls, value: list[str]) -> list[str]:
+        for index, link in enumerate(value):
+            if not link.startswith(("http://", "https://")) or len(link) < 11 or " " in link:
+                raise ValueError(f"links[{index}]={link!r} is not an absolute http(s) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _markers_match_links(self) -> Message:
+        markers = self.text.count(SHORT_MARKER)
+        if markers != len(self.links):
+            raise ValueError(
+                f"text has {markers} '{SHORT_MARKER}' marker(s) but {len(self.links)} link(s) are given; "
+                "put one marker in the text for each link"
+            )
+        return self
+
+    def check_sendable(self) -> None:
+        """Rules that apply to a real send (not to a simulation): short URLs need a pushtype."""
+        if self.links and self.pushtype is None:
+            message = "message.pushtype is required when sending with short URLs: use 'alert' or 'marketing'"
+            raise SmsValidationError(message, [("message.pushtype", message)])
+
+
+class Recipient(SmsModel):
+    """A telephone number, with an optional ``gsmsmsid`` linking it to its delivery report (/send only).
+
+    :param value: international format without sign; ``+33 6 12 34 56 78`` is normalized to
+        ``33612345678``, a national number such as ``0612345678`` is refused.
+    :param gsmsmsid: caller's id for the delivery report.
+    """
+
+    value: str
+    gsmsmsid: str | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _normalize(cls, value: object) -> str:
+        return normalize_number(value)
+
+    @field_validator("gsmsmsid", mode="before")
+    @classmethod
+    def _gsmsmsid_text(cls, value: object) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        raise ValueError("gsmsmsid must be a string")
+
+
+class ListRef(SmsModel):
+    """A stored recipient list, by integer id."""
+
+    value: int
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _integer_id(cls, value: object) -> int:
+        # Templated fields render to strings, so "12" is accepted; "abc", 1.5 and True are not.
+        if isinstance(value, bool):
+            raise ValueError(f"list id must be an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        raise ValueError(f"list id must be an integer, got {value!r}")
+
+
+class CampaignResult(SmsModel):
+    """Result of a send or a simulation (section 2.3 of the interface)."""
+
+    status: int
+    message: str
+    ticket: str | None = None
+    cost: int
+    credits: int
+    total: int
+    sent: int
+    blacklisted: int = 0
+    duplicated: int = 0
+    npai: int = 0
+    invalid: int = 0
+    not_allowed: int = 0
+    flood: int = 0
+    country_limit: int = 0
+
+    @field_validator("ticket", mode="before")
+    @classmethod
+    def _ticket_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+    @property
+    def filtered(self) -> int:
+        """Numbers removed by the service's filters, all reasons together."""
+        return (
+            self.blacklisted
+            + self.duplicated
+            + self.npai
+            + self.invalid
+            + self.not_allowed
+            + self.flood
+            + self.country_limit
+        )
+
+    def summary(self) -> str:
+        """One line a human can read in a task log."""
+        reasons = ", ".join(f"{name} {getattr(self, name)}" for name in FILTER_FIELDS if getattr(self, name))
+        ticket = f"ticket {self.ticket}, " if self.ticket else ""
+        return (
+            f"{ticket}cost {self.cost} credits, {self.credits} credits left, "
+            f"{self.sent}/{self.total} numbers sent, {self.filtered} filtered"
+            + (f" ({reasons})" if reasons else "")
+        )
+
+
+FILTER_FIELDS: tuple[str, ...] = (
+    "blacklisted",
+    "duplicated",
+    "npai",
+    "invalid",
+    "not_allowed",
+    "flood",
+    "country_limit",
+)
+
+
+class Webhook(SmsModel):
+    """A webhook record (section 2.4); ``type`` ``DLR`` is a delivery report."""
+
+    webhook_id: str
+    type: str
+    url: str
+    status: str
+    signature: str | None = None
+    last_http_code: int | None = None
+
+    @field_validator("webhook_id", mode="before")
+    @classmethod
+    def _id_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+
+class WebhookResponse(SmsModel):
+    """Envelope of GET /webhook/:id."""
+
+    status: int
+    message: str
+    webhook: Webhook | None = None
+
+
+class NpaiEntry(SmsModel):
+    """A number that no longer reaches anyone (section 2.5).
+
+    ``date`` is ``Y-m-d H:i:s``; its time zone is not documented and is read as Europe/Paris.
+    """
+
+    id: str
+    destination: str
+    date: str
+    info1: str | None = None
+    info2: str | None = None
+    info3: str | None = None
+    info4: str | None = None
+    user_information: list[Any] = Field(default_factory=list)
+    campaign_id: int | None = None
+    batch_id: Any = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+    @field_validator("user_information", mode="before")
+    @classmethod
+    def _empty_is_list(cls, value: object) -> object:
+        return [] if value is None or value == "" else value
+
+    @property
+    def paris_date(self) -> pendulum.DateTime:
+        """``date`` as an aware datetime in Europe/Paris (DST overlap: first occurrence)."""
+        return paris_wall_time(pendulum.parse(self.date, exact=True).naive(), field="npai.date")
+
+
+class NpaiList(SmsModel):
+    """The NPAI list wrapper: ``list`` of entries and the record counts."""
+
+    status: int
+    message: str
+    entries: list[NpaiEntry] = Field(default_factory=list, alias="list")
+    total_records: int | None = Field(default=None, alias="totalRecords")
+    total_display_records: int | None = Field(default=None, alias="totalDisplayRecords")
+
+
+class ApiEnvelope(SmsModel):
+    """What every answer of the service has in common; used to read error bodies."""
+
+    status: int | None = None
+    message: str | None = None
+    details: Any = None
+    error: Any = None
+
+
+def format_errors(exc: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
+    """Turn a pydantic error into ``(field, message)`` pairs that name the field, value and rule."""
+    errors = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        text = error["msg"].removeprefix("Value error, ")
+        if error["type"] != "value_error" and "input" in error:
+            text = f"{text} (got {error['input']!r})"
+        errors.append((field or "message", text))
+    return errors
+
+
+def build(model: type[M], data: object, field: str) -> M:
+    """Validate ``data`` as ``model``, raising :class:`SmsValidationError` that names ``field``."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = format_errors(exc, field)
+        raise SmsValidationError(_join(errors), errors) from None
+
+
+def _join(errors: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{field}: {text}" for field, text in errors)
+
+
+def normalize_number(value: object) -> str:
+    """Return ``value`` as digits in international format, or raise ``ValueError`` saying why."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"a telephone number must be a string of digits, got {value!r}")
+    text = str(value)
+    if _VALID_NUMBER.fullmatch(text):
+        return text
+    digits = _SEPARATORS.sub("", text)
+    if digits.startswith("+"):
+        digits = digits[1:]
+    elif digits.startswith("00"):
+        digits = digits[2:]
+    elif digits.startswith("0"):
+        raise ValueError(
+            f"{text!r} is a national number; give it in international format with its country code, "
+            "e.g. 33612345678 for 06 12 34 56 78 in France"
+        )
+    if not _VALID_NUMBER.fullmatch(digits):
+        raise ValueError(
+            f"{text!r} is not an international telephone number "
+            "(8 to 15 digits, country code first, no letters)"
+        )
+    return digits
+
+
+RecipientInput = str | int | Mapping[str, Any] | Recipient
+
+
+def parse_recipients(
+    items: Iterable[RecipientInput], *, allow_gsmsmsid: bool = True, field: str = "recipients"
+) -> list[str | Recipient]:
+    """Validate and normalize recipients in one pass, reporting every bad one in a single error.
+
+    Plain numbers stay plain strings (cheap for campaigns of millions); a recipient with a
+    ``gsmsmsid`` becomes a :class:`Recipient`.
+
+    :param allow_gsmsmsid: False for list campaigns and simulations, where ``gsmsmsid`` is not valid.
+    """
+    if isinstance(items, (str, bytes, Mapping, Recipient)):
+        items = [items]  # type: ignore[list-item]
+    prepared: list[str | Recipient] = []
+    bad: list[str] = []
+    bad_count = 0
+    for index, item in enumerate(items):
+        try:
+            if isinstance(item, str) and _VALID_NUMBER.fullmatch(item):
+                prepared.append(item)
+                continue
+            if isinstance(item, Recipient):
+                recipient = item
+            elif isinstance(item, Mapping):
+                recipient = Recipient.model_validate(item)
+            else:
+                prepared.append(normalize_number(item))
+                continue
+            if recipient.gsmsmsid is not None and not allow_gsmsmsid:
+                raise ValueError("gsmsmsid is only valid on /send (numbers), not on lists or simulations")
+            prepared.append(recipient if recipient.gsmsmsid is not None else recipient.value)
+        except (ValueError, ValidationError) as exc:
+            bad_count += 1
+            if len(bad) < _EXAMPLES:
+                reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
+                bad.append(f"{field}[{index}]: {reason}")
+    if bad_count:
+        more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
+        message = (
+            f"{field}: {bad_count} of {len(prepared) + bad_count} recipients are not valid; "
+            + "; ".join(bad)
+            + more
+        )
+        raise SmsValidationError(message, [(field, message)])
+    if not prepared:
+        message = f"{field}: no recipients given; give at least one telephone number"
+        raise SmsValidationError(message, [(field, message)])
+    return prepared
+
+
+def parse_lists(items: Iterable[object] | int | str, field: str = "lists") -> list[ListRef]:
+    """Validate list ids (ints, digit strings or ``{"value": id}``) into :class:`ListRef`."""
+    if isinstance(items, (int, str, Mapping)):
+        items = [items]
+    refs: list[ListRef] = []
+    for index, item in enumerate(items):
+        refs.append(
+            build(
+                ListRef,
+                item if isinstance(item, (Mapping, ListRef)) else {"value": item},
+                f"{field}[{index}]",
+            )
+        )
+    if not refs:
+        message = f"{field}: no list ids given; give at least one list id"
+        raise SmsValidationError(message, [(field, message)])
+    return refs
