@@ -1,0 +1,54 @@
+"""Unit-test fixtures: an `sms_default` connection defined by env var, pointing at requests-mock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+import tenacity
+
+from airflow_provider_sms.hooks.sms import SmsHook
+
+BASE_URL = "https://sms.test"
+# Distinctive so that a leak anywhere is easy to spot in captured output.
+TOKEN = "tok-UNIT-canary-5f3e9a"
+
+
+def connection_json(fmt: str = "json", **extra: object) -> str:
+    return json.dumps(
+        {"conn_type": "sms", "host": BASE_URL, "password": TOKEN, "extra": {"format": fmt, **extra}}
+    )
+
+
+@pytest.fixture(params=["json", "xml"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    """Run the test once per wire format."""
+    return request.param
+
+
+@pytest.fixture
+def make_hook(monkeypatch: pytest.MonkeyPatch) -> Callable[..., SmsHook]:
+    """Build an SmsHook on a fresh env-var connection (its retry waits are recorded, not slept)."""
+
+    def factory(fmt: str = "json", **extra: object) -> SmsHook:
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json(fmt, **extra))
+        return SmsHook()
+
+    return factory
+
+
+@pytest.fixture(autouse=True)
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record tenacity's retry waits instead of sleeping through them."""
+    recorded: list[float] = []
+    monkeypatch.setattr(tenacity.nap.time, "sleep", recorded.append)
+    return recorded
+
+
+@pytest.fixture(autouse=True)
+def _no_token_in_logs(caplog: pytest.LogCaptureFixture):
+    """Every unit test fails if the access token shows up in any captured log record."""
+    caplog.set_level("DEBUG")
+    yield
+    assert TOKEN not in caplog.text

@@ -1,0 +1,307 @@
+"""Retry policy, error paths and hostile bodies of SmsHook (requests-mock)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+from urllib3.exceptions import NewConnectionError, ProtocolError
+
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsAuthError,
+    SmsMaybeSentError,
+    SmsNotFoundError,
+    SmsTransportError,
+    SmsValidationError,
+)
+
+from .conftest import BASE_URL, TOKEN
+from .test_hook_wire import NPAI_ENTRY, RESULT_JSON
+
+MESSAGE = {"text": "Hello", "pushtype": "alert"}
+NPAI_OK = {"status": 1, "message": "OK", "list": [NPAI_ENTRY], "totalRecords": 1}
+
+
+def refused() -> requests.ConnectionError:
+    reason = NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
+    return requests.ConnectionError(requests.urllib3.exceptions.MaxRetryError(None, "/", reason))
+
+
+def test_status_minus_8_on_send_is_maybe_sent_after_exactly_one_call(make_hook, requests_mock):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", json={"status": -8, "message": "Campaign held for moderation"})
+
+    with pytest.raises(SmsMaybeSentError, match="may have been created") as info:
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert requests_mock.call_count == 1
+    assert "status -8" in str(info.value)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_5xx_on_send_is_maybe_sent_and_never_retried(make_hook, requests_mock, status):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", status_code=status, text="<html>Bad gateway</html>")
+
+    with pytest.raises(SmsMaybeSentError, match=f"HTTP {status}"):
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert requests_mock.call_count == 1
+
+
+def test_5xx_on_send_lists_is_maybe_sent_and_never_retried(make_hook, requests_mock):
+    hook = make_hook("xml")
+    requests_mock.post(f"{BASE_URL}/send/lists", status_code=503)
+
+    with pytest.raises(SmsMaybeSentError):
+        hook.send_lists(MESSAGE, [1])
+
+    assert requests_mock.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (requests.ReadTimeout("read timed out"), SmsMaybeSentError),
+        (
+            requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError())),
+            SmsMaybeSentError,
+        ),
+        (requests.exceptions.ChunkedEncodingError("truncated"), SmsMaybeSentError),
+        (requests.ConnectTimeout("connect timed out"), SmsTransportError),
+    ],
+    ids=["read-timeout", "reset-after-send", "truncated-stream", "connect-timeout"],
+)
+def test_send_transport_failures_are_classified(make_hook, requests_mock, failure, expected):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", exc=failure)
+
+    with pytest.raises(expected) as info:
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert requests_mock.call_count == 1
+    assert not isinstance(info.value, SmsMaybeSentError) or "must not be sent again" in str(info.value)
+
+
+def test_connection_refused_on_send_is_transport_error_nothing_sent(make_hook, requests_mock):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", exc=refused())
+
+    with pytest.raises(SmsTransportError, match="nothing was sent") as info:
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert not isinstance(info.value, SmsMaybeSentError)
+    assert requests_mock.call_count == 1
+
+
+@pytest.mark.parametrize("body", [b"", b'{"status": 1, "message": "OK", "tick', b"<html>oops</html>"])
+def test_unreadable_2xx_answer_to_a_send_is_maybe_sent(make_hook, requests_mock, body):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", content=body)
+
+    with pytest.raises(SmsMaybeSentError):
+        hook.send(MESSAGE, ["33612345678"])
+
+
+def test_429_on_send_is_not_retried_and_says_nothing_was_sent(make_hook, requests_mock):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", status_code=429, headers={"Retry-After": "3"})
+
+    with pytest.raises(SmsTransportError, match="nothing was sent"):
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert requests_mock.call_count == 1
+
+
+def test_503_then_200_on_get_npai_succeeds_after_a_retry(make_hook, requests_mock, sleeps):
+    hook = make_hook()
+    requests_mock.get(f"{BASE_URL}/npai", [{"status_code": 503, "text": "busy"}, {"json": NPAI_OK}])
+
+    npai = hook.get_npai()
+
+    assert [entry.id for entry in npai.entries] == ["81"]
+    assert requests_mock.call_count == 2
+    assert len(sleeps) == 1
+
+
+def test_429_with_retry_after_on_simulate_waits_then_retries(make_hook, requests_mock, sleeps):
+    hook = make_hook()
+    sim = {key: value for key, value in RESULT_JSON.items() if key != "ticket"}
+    requests_mock.post(
+        f"{BASE_URL}/send/simulate",
+        [{"status_code": 429, "headers": {"Retry-After": "7"}}, {"json": sim}],
+    )
+
+    result = hook.simulate(MESSAGE, ["33612345678"])
+
+    assert result.cost == 2
+    assert requests_mock.call_count == 2
+    assert sleeps == [7.0]
+
+
+def test_reads_give_up_after_max_tries_with_transport_error(make_hook, requests_mock, sleeps):
+    hook = make_hook()
+    requests_mock.get(
+        f"{BASE_URL}/webhook/1", status_code=502, text="<html><body>502 Bad Gateway</body></html>"
+    )
+
+    with pytest.raises(SmsTransportError, match="HTTP 502"):
+        hook.get_webhook("1")
+
+    assert requests_mock.call_count == 3
+    assert len(sleeps) == 2
+    assert sleeps[1] > sleeps[0] * 0.9  # exponential, with jitter
+
+
+def test_connection_refused_on_read_is_retried_then_transport_error(make_hook, requests_mock, sleeps):
+    hook = make_hook()
+    requests_mock.get(f"{BASE_URL}/npai", exc=refused())
+
+    with pytest.raises(SmsTransportError, match="Connection refused"):
+        hook.get_npai()
+
+    assert requests_mock.call_count == 3
+
+
+@pytest.mark.parametrize(
+    ("http_status", "body", "error", "match"),
+    [
+        (401, {"status": -1, "message": "Unauthorized"}, SmsAuthError, "status -1"),
+        (200, {"status": -1, "message": "Unauthorized"}, SmsAuthError, "access token"),
+        (404, {"status": -5, "message": "Webhook not found"}, SmsNotFoundError, "Webhook not found"),
+        (200, {"error": "Internal error"}, SmsApiError, "Internal error"),
+        (404, "<html>Not Found</html>", SmsApiError, "HTTP 404"),
+        (200, '{"status": 1, "message": "OK", "webh', SmsApiError, "not valid JSON"),
+        (200, "", SmsApiError, "empty body"),
+        (200, {"status": 1, "message": "OK"}, SmsApiError, "no 'webhook'"),
+        (200, {"status": "x", "message": "?"}, SmsApiError, "not an integer"),
+    ],
+)
+def test_error_answers_to_reads_raise_clear_errors(make_hook, requests_mock, http_status, body, error, match):
+    hook = make_hook()
+    kwargs = {"json": body} if isinstance(body, dict) else {"text": body}
+    requests_mock.get(f"{BASE_URL}/webhook/9", status_code=http_status, **kwargs)
+
+    with pytest.raises(error, match=match):
+        hook.get_webhook("9")
+
+    assert requests_mock.call_count == 1
+
+
+def test_api_error_keeps_status_message_and_raw_body(make_hook, requests_mock):
+    hook = make_hook()
+    body = {"status": -7, "message": "Invalid sender", "details": {"sender": "too long"}}
+    requests_mock.post(f"{BASE_URL}/send", status_code=400, json=body)
+
+    with pytest.raises(SmsApiError) as info:
+        hook.send(MESSAGE, ["33612345678"])
+
+    error = info.value
+    assert (error.status, error.message, error.http_status) == (-7, "Invalid sender", 400)
+    assert error.details == {"sender": "too long"}
+    assert b"Invalid sender" in error.body
+    assert "data error" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("call", "args", "field"),
+    [
+        (
+            "send",
+            ({"text": "Go <-short-> <-short->", "links": ["https://a.example.com"]}, ["33612345678"]),
+            "marker",
+        ),
+        ("send", ({"text": "Hi", "pushtype": "promo"}, ["33612345678"]), "pushtype"),
+        ("send", ({"text": "Go <-short->", "links": ["https://a.example.com"]}, ["33612345678"]), "pushtype"),
+        ("send", (MESSAGE, ["+33 6 12 ab 56 78"]), r"recipients\[0\]: .* not an international"),
+        ("send", (MESSAGE, ["0612345678"]), "national number"),
+        ("send", (MESSAGE, []), "no recipients"),
+        ("send_lists", (MESSAGE, [{"value": 3, "gsmsmsid": "x"}]), "gsmsmsid"),
+        ("send_lists", (MESSAGE, ["abc"]), "list id must be an integer"),
+        ("simulate_lists", (MESSAGE, [True]), "list id must be an integer"),
+        ("send", ({"text": "Hi", "delay": "2020-01-01 10:00:00"}, ["33612345678"]), "in the past"),
+        ("send", ({"text": "Hi", "delay": "2031-03-30 02:30:00"}, ["33612345678"]), "does not exist"),
+        ("send", ({"text": "Hi", "sender": "ThisIsWayTooLong"}, ["33612345678"]), "sender"),
+        ("simulate", ({"text": ""}, ["33612345678"]), "text"),
+    ],
+)
+def test_invalid_input_raises_before_any_request(make_hook, requests_mock, call, args, field):
+    hook = make_hook()
+
+    with pytest.raises(SmsValidationError, match=field):
+        getattr(hook, call)(*args)
+
+    assert requests_mock.call_count == 0
+
+
+def test_ten_thousand_bad_numbers_make_one_aggregated_error(make_hook, requests_mock):
+    hook = make_hook()
+    numbers = ["33612345678"] * 5 + [f"+33 6 bad {i}" for i in range(10_000)]
+
+    with pytest.raises(SmsValidationError) as info:
+        hook.send(MESSAGE, numbers)
+
+    text = str(info.value)
+    assert "10000 of 10005 recipients are not valid" in text
+    assert "recipients[5]" in text
+    assert "(and 9995 more)" in text
+    assert len(text) < 2000
+    assert requests_mock.call_count == 0
+
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<response><status>1</status><message>&lol9;</message><list/></response>"""
+
+EXTERNAL_ENTITY = b"""<?xml version="1.0"?>
+<!DOCTYPE response [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+<response><status>1</status><message>&xxe;</message></response>"""
+
+
+@pytest.mark.parametrize("body", [BILLION_LAUGHS, EXTERNAL_ENTITY], ids=["billion-laughs", "external-entity"])
+def test_hostile_xml_is_refused_without_expansion(make_hook, requests_mock, body):
+    hook = make_hook("xml")
+    requests_mock.get(f"{BASE_URL}/npai", content=body, headers={"Content-Type": "application/xml"})
+
+    started = time.process_time()
+    with pytest.raises(SmsApiError, match="refused as unsafe") as info:
+        hook.get_npai()
+
+    assert time.process_time() - started < 1.0  # no expansion happened (a generous bound, not a benchmark)
+    assert "root:" not in str(info.value)
+    assert requests_mock.call_count == 1
+
+
+def test_oversized_answer_is_refused(make_hook, requests_mock, monkeypatch):
+    monkeypatch.setattr("airflow_provider_sms.hooks.sms.MAX_RESPONSE_BYTES", 1024)
+    hook = make_hook()
+    requests_mock.get(f"{BASE_URL}/npai", content=b"x" * 5000)
+
+    with pytest.raises(SmsApiError, match="larger than"):
+        hook.get_npai()
+
+
+def test_token_never_in_reprs_errors_or_settings(make_hook, requests_mock):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", status_code=503)
+
+    with pytest.raises(SmsMaybeSentError) as info:
+        hook.send(MESSAGE, ["33612345678"])
+
+    assert TOKEN not in repr(hook.settings)
+    assert TOKEN not in str(info.value)
+    assert TOKEN not in repr(info.value)
+    assert hook.session.headers["Authorization"] == f"Bearer {TOKEN}"
