@@ -24,9 +24,9 @@ _API_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 log = logging.getLogger(__name__)
 
 
-def _error(value: object, rule: str) -> SmsValidationError:
-    message = f"delay={value!r}: {rule}"
-    return SmsValidationError(message, [("delay", message)])
+def _error(value: object, rule: str, field: str = "delay") -> SmsValidationError:
+    message = f"{field}={value!r}: {rule}"
+    return SmsValidationError(message, [(field, message)])
 
 
 def paris_wall_time(naive: dt.datetime, *, field: str = "delay") -> pendulum.DateTime:
@@ -52,42 +52,58 @@ def paris_wall_time(naive: dt.datetime, *, field: str = "delay") -> pendulum.Dat
     return pendulum.instance(first.astimezone(dt.timezone.utc)).in_timezone(PARIS)
 
 
-def parse_delay(value: object, *, now: dt.datetime | None = None) -> pendulum.DateTime:
-    """Return ``value`` as an aware pendulum DateTime in Europe/Paris, or raise SmsValidationError.
+def parse_instant(value: object, *, field: str = "delay") -> pendulum.DateTime:
+    """Return ``value`` as an aware pendulum DateTime in Europe/Paris, past or future alike.
+
+    The forms and rules of ``delay`` without the "not in the past" one: also what ``since`` of the
+    NPAI sensor takes. Raises SmsValidationError naming ``field``.
 
     :param value: a datetime, a pendulum DateTime, an ISO-8601 string with offset, or ``Y-m-d H:i:s``.
-    :param now: the reference for the "not in the past" rule (defaults to the current time).
+    :param field: the parameter's name, for error messages and the DST-overlap warning.
     """
     if isinstance(value, dt.datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise _error(value, "naive datetime; give a timezone-aware datetime (e.g. with tz=UTC)")
+            raise _error(value, "naive datetime; give a timezone-aware datetime (e.g. with tz=UTC)", field)
         moment = pendulum.instance(value.astimezone(dt.timezone.utc)).in_timezone(PARIS)
-        _warn_if_ambiguous(moment)
     elif isinstance(value, str):
         text = value.strip()
         if _API_PATTERN.fullmatch(text):
             try:
                 naive = dt.datetime.strptime(text, API_FORMAT)
             except ValueError as exc:
-                raise _error(value, f"not a real date and time ({exc})") from None
-            moment = paris_wall_time(naive)
+                raise _error(value, f"not a real date and time ({exc})", field) from None
+            moment = paris_wall_time(naive, field=field)
         else:
             try:
                 parsed = pendulum.parse(text, tz=None, strict=False)
             except (ValueError, pendulum.parsing.exceptions.ParserError) as exc:
                 raise _error(
-                    value, f"not a date; use ISO-8601 with an offset or 'Y-m-d H:i:s' ({exc})"
+                    value, f"not a date; use ISO-8601 with an offset or 'Y-m-d H:i:s' ({exc})", field
                 ) from None
             if not isinstance(parsed, dt.datetime) or parsed.tzinfo is None:
                 raise _error(
                     value,
                     "no timezone; use ISO-8601 with an offset (2026-05-01T10:00:00+02:00) "
                     "or 'Y-m-d H:i:s', which is read as Europe/Paris",
+                    field,
                 )
             moment = pendulum.instance(parsed).in_timezone(PARIS)
-            _warn_if_ambiguous(moment)
     else:
-        raise _error(value, "expected a timezone-aware datetime or a string")
+        raise _error(value, "expected a timezone-aware datetime or a string", field)
+    return moment
+
+
+def parse_delay(value: object, *, now: dt.datetime | None = None) -> pendulum.DateTime:
+    """Return ``value`` as an aware pendulum DateTime in Europe/Paris, or raise SmsValidationError.
+
+    :param value: a datetime, a pendulum DateTime, an ISO-8601 string with offset, or ``Y-m-d H:i:s``.
+    :param now: the reference for the "not in the past" rule (defaults to the current time).
+    """
+    moment = parse_instant(value)
+    if not (isinstance(value, str) and _API_PATTERN.fullmatch(value.strip())):
+        # An exact instant whose Paris wall-clock string (what the API takes) is ambiguous;
+        # a 'Y-m-d H:i:s' given as such was already resolved and reported by paris_wall_time.
+        _warn_if_ambiguous(moment)
     reference = now or pendulum.now("UTC")
     if moment < reference:
         raise _error(

@@ -350,7 +350,11 @@ RecipientInput = str | int | Mapping[str, Any] | Recipient
 
 
 def parse_recipients(
-    items: Iterable[RecipientInput], *, allow_gsmsmsid: bool = True, field: str = "recipients"
+    items: Iterable[RecipientInput],
+    *,
+    allow_gsmsmsid: bool = True,
+    field: str = "recipients",
+    offset: int = 0,
 ) -> list[str | Recipient]:
     """Validate and normalize recipients in one pass, reporting every bad one in a single error.
 
@@ -358,6 +362,8 @@ def parse_recipients(
     ``gsmsmsid`` becomes a :class:`Recipient`.
 
     :param allow_gsmsmsid: False for list campaigns and simulations, where ``gsmsmsid`` is not valid.
+    :param offset: position of the first item in the whole input, so that errors about one batch
+        of a large campaign quote positions in the whole input.
     """
     if isinstance(items, (str, bytes, Mapping, Recipient)):
         items = [items]  # type: ignore[list-item]
@@ -383,7 +389,7 @@ def parse_recipients(
             bad_count += 1
             if len(bad) < _EXAMPLES:
                 reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
-                bad.append(f"{field}[{index}]: {reason}")
+                bad.append(f"{field}[{offset + index}]: {reason}")
     if bad_count:
         more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
         message = (
@@ -404,6 +410,9 @@ def parse_lists(items: Iterable[object] | int | str, field: str = "lists") -> li
         items = [items]
     refs: list[ListRef] = []
     for index, item in enumerate(items):
+        if isinstance(item, Mapping) and "gsmsmsid" in item:
+            message = f"{field}[{index}]: gsmsmsid is only valid on /send, not on list campaigns"
+            raise SmsValidationError(message, [(f"{field}[{index}]", message)])
         refs.append(
             build(
                 ListRef,

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import requests
 import tenacity
@@ -27,6 +27,7 @@ from airflow_provider_sms.models import (
     CampaignResult,
     ListRef,
     Message,
+    NpaiEntry,
     NpaiList,
     Recipient,
     RecipientInput,
@@ -35,6 +36,9 @@ from airflow_provider_sms.models import (
     parse_lists,
     parse_recipients,
 )
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Connection
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,170 @@ def _nothing_sent(exc: requests.RequestException) -> bool:
         reason = getattr(exc.args[0], "reason", None) if exc.args else None
         return isinstance(reason, NewConnectionError)
     return False
+
+
+def connection_settings(
+    conn: Connection,
+    extra: Mapping[str, Any],
+    *,
+    conn_id: str,
+    format_override: codec.WireFormat | None = None,
+) -> SmsConnectionSettings:
+    """Check an Airflow connection of type ``sms`` and turn it into settings (shared with the triggers).
+
+    :param conn: the connection (host = base URL, password = access token).
+    :param extra: its extra as a dict; passed apart because the triggerer reads it asynchronously.
+    :param conn_id: the connection id, named in errors.
+    :param format_override: ``json`` or ``xml`` given to the hook, winning over the extra's ``format``.
+    """
+    where = f"connection {conn_id!r}"
+    token = conn.password or ""
+    if not token:
+        raise SmsValidationError(f"{where}: password (the access token) is empty", [("password", "empty")])
+    _mask(token)
+    host = (conn.host or "").strip().rstrip("/")
+    if not host:
+        raise SmsValidationError(f"{where}: host (the base URL) is empty", [("host", "empty")])
+    if "://" not in host:
+        scheme = conn.schema if conn.schema in ("http", "https") else "https"
+        host = f"{scheme}://{host}"
+    if conn.port and host.count(":") < 2:
+        scheme, rest = host.split("://", 1)
+        hostname, _, path = rest.partition("/")
+        host = f"{scheme}://{hostname}:{conn.port}" + (f"/{path}" if path else "")
+    try:
+        fmt = format_override or codec.check_format(extra.get("format") or "json")
+        timeout = float(extra.get("timeout") or DEFAULT_TIMEOUT)
+    except (TypeError, ValueError) as exc:
+        raise SmsValidationError(f"{where}: extra {exc}", [("extra", str(exc))]) from None
+    if timeout <= 0:
+        raise SmsValidationError(f"{where}: extra timeout must be > 0, got {timeout}", [("timeout", "> 0")])
+    verify = extra.get("verify", True)
+    if isinstance(verify, str) and verify.lower() in ("true", "false"):
+        verify = verify.lower() == "true"
+    return SmsConnectionSettings(
+        base_url=host,
+        token=token,
+        format=fmt,
+        timeout=timeout,
+        default_sender=extra.get("default_sender") or None,
+        verify=verify,
+    )
+
+
+def request_headers(settings: SmsConnectionSettings) -> dict[str, str]:
+    """Headers of every request (bearer token, format); shared by the hook and the async triggers."""
+    return {
+        "Authorization": f"Bearer {settings.token}",
+        "Accept": codec.CONTENT_TYPES[settings.format],
+        "Content-Type": codec.CONTENT_TYPES[settings.format],
+        "User-Agent": "airflow-provider-sms",
+    }
+
+
+def webhook_path(webhook_id: str | int) -> str:
+    """The path of GET /webhook/:id, or SmsValidationError for an id that cannot be one."""
+    text = str(webhook_id).strip()
+    if not text or "/" in text:
+        raise SmsValidationError(f"webhook_id={text!r}: give the webhook's id", [("webhook_id", "empty")])
+    return f"/webhook/{requests.utils.quote(text, safe='')}"
+
+
+class NpaiPages:
+    """The paging decision of GET /npai, shared by the hook and the async NPAI trigger.
+
+    Paging is not documented for /npai: pages of ``length`` (1000, what the service's other list
+    endpoints take at most) are asked with ``start``, and reading goes on while ``totalRecords`` says
+    entries are missing. A service that ignores the parameters answers everything at once; a page
+    that brings nothing new ends the reading with a warning rather than looping.
+
+    :param length: page size asked for.
+    """
+
+    def __init__(self, length: int = NPAI_PAGE_SIZE) -> None:
+        self.length = length
+        self._first: NpaiList | None = None
+        self._entries: list[NpaiEntry] = []
+        self._seen: set[str] = set()
+        self._stalled = False
+
+    def next_params(self) -> dict[str, int] | None:
+        """The query of the next page to read, or ``None`` when the list is complete."""
+        if self._first is None:
+            return {"start": 0, "length": self.length}
+        total = self._first.total_records
+        if self._stalled or total is None or len(self._entries) >= total:
+            return None
+        return {"start": len(self._entries), "length": self.length}
+
+    def add(self, page: NpaiList) -> None:
+        """Take in the page just read (duplicates of entries already read are dropped)."""
+        new = [entry for entry in page.entries if entry.id not in self._seen]
+        if self._first is None:
+            self._first = page
+        elif not new:
+            log.warning(
+                "GET /npai: totalRecords is %s but only %s entries could be read; keeping those",
+                self._first.total_records,
+                len(self._entries),
+            )
+            self._stalled = True
+        self._seen.update(entry.id for entry in new)
+        self._entries.extend(new)
+
+    def result(self) -> NpaiList:
+        """Every entry read, in the first page's envelope."""
+        if self._first is None:
+            raise RuntimeError("no page of GET /npai was read")
+        return self._first.model_copy(
+            update={"entries": self._entries, "total_display_records": len(self._entries)}
+        )
+
+
+def check_read_response(
+    http_status: int,
+    reason: str,
+    retry_after: str | None,
+    answer: bytes,
+    fmt: codec.WireFormat,
+    endpoint: str,
+) -> None:
+    """Judge the HTTP status of a read-only call (shared by the hook and the async triggers).
+
+    429 and 5xx raise :class:`_Retryable` (with the Retry-After to honour); any other non-2xx raises
+    the service's error from the body (e.g. :class:`SmsNotFoundError` for status -5).
+    """
+    if http_status == 429 or http_status >= 500:
+        raise _Retryable(f"{endpoint}: HTTP {http_status}", retry_after=_parse_retry_after(retry_after))
+    if http_status >= 400:
+        _raise_client_error(http_status, reason, answer, fmt, endpoint)
+
+
+def _raise_client_error(
+    http_status: int, reason: str, answer: bytes, fmt: codec.WireFormat, endpoint: str
+) -> None:
+    try:
+        envelope = codec.decode_envelope(answer, fmt)
+    except SmsApiError:
+        raise SmsApiError(
+            None,
+            f"HTTP {http_status} {reason}",
+            body=answer[:200],
+            http_status=http_status,
+            endpoint=endpoint,
+        ) from None
+    codec.raise_for_status(envelope.model_dump(), body=answer, endpoint=endpoint, http_status=http_status)
+    raise SmsApiError(1, f"HTTP {http_status} with status 1", http_status=http_status, endpoint=endpoint)
+
+
+def response_too_large(http_status: int, endpoint: str) -> SmsApiError:
+    """The error for an answer larger than MAX_RESPONSE_BYTES (refused instead of exhausting memory)."""
+    return SmsApiError(
+        None,
+        f"the answer is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB; refused",
+        http_status=http_status,
+        endpoint=endpoint,
+    )
 
 
 class SmsHook(BaseHook):
@@ -142,43 +310,8 @@ class SmsHook(BaseHook):
     def settings(self) -> SmsConnectionSettings:
         """The connection, read once and checked; the token is registered with the secrets masker."""
         conn = self.get_connection(self.sms_conn_id)
-        where = f"connection {self.sms_conn_id!r}"
-        token = conn.password or ""
-        if not token:
-            raise SmsValidationError(
-                f"{where}: password (the access token) is empty", [("password", "empty")]
-            )
-        _mask(token)
-        host = (conn.host or "").strip().rstrip("/")
-        if not host:
-            raise SmsValidationError(f"{where}: host (the base URL) is empty", [("host", "empty")])
-        if "://" not in host:
-            scheme = conn.schema if conn.schema in ("http", "https") else "https"
-            host = f"{scheme}://{host}"
-        if conn.port and host.count(":") < 2:
-            scheme, rest = host.split("://", 1)
-            hostname, _, path = rest.partition("/")
-            host = f"{scheme}://{hostname}:{conn.port}" + (f"/{path}" if path else "")
-        extra = conn.extra_dejson or {}
-        try:
-            fmt = self._format_override or codec.check_format(extra.get("format") or "json")
-            timeout = float(extra.get("timeout") or DEFAULT_TIMEOUT)
-        except (TypeError, ValueError) as exc:
-            raise SmsValidationError(f"{where}: extra {exc}", [("extra", str(exc))]) from None
-        if timeout <= 0:
-            raise SmsValidationError(
-                f"{where}: extra timeout must be > 0, got {timeout}", [("timeout", "> 0")]
-            )
-        verify = extra.get("verify", True)
-        if isinstance(verify, str) and verify.lower() in ("true", "false"):
-            verify = verify.lower() == "true"
-        return SmsConnectionSettings(
-            base_url=host,
-            token=token,
-            format=fmt,
-            timeout=timeout,
-            default_sender=extra.get("default_sender") or None,
-            verify=verify,
+        return connection_settings(
+            conn, conn.extra_dejson or {}, conn_id=self.sms_conn_id, format_override=self._format_override
         )
 
     @cached_property
@@ -186,14 +319,7 @@ class SmsHook(BaseHook):
         """One HTTP session per hook: keep-alive across calls; no retries at the transport level."""
         session = requests.Session()
         settings = self.settings
-        session.headers.update(
-            {
-                "Authorization": f"Bearer {settings.token}",
-                "Accept": codec.CONTENT_TYPES[settings.format],
-                "Content-Type": codec.CONTENT_TYPES[settings.format],
-                "User-Agent": "airflow-provider-sms",
-            }
-        )
+        session.headers.update(request_headers(settings))
         session.verify = settings.verify
         return session
 
@@ -258,39 +384,20 @@ class SmsHook(BaseHook):
 
     def get_webhook(self, webhook_id: str | int) -> Webhook:
         """Read one webhook record (GET /webhook/:id)."""
-        webhook_id = str(webhook_id).strip()
-        if not webhook_id or "/" in webhook_id:
-            raise SmsValidationError(
-                f"webhook_id={webhook_id!r}: give the webhook's id", [("webhook_id", "empty")]
-            )
-        path = f"/webhook/{requests.utils.quote(webhook_id, safe='')}"
+        path = webhook_path(webhook_id)
         body = self._read("GET", path)
         return codec.decode_webhook(body, self.format, endpoint=f"GET {path}")
 
     def get_npai(self) -> NpaiList:
         """Read the whole NPAI list (GET /npai), following ``start``/``length`` pages if the service pages.
 
-        Paging is not documented for /npai; the hook asks for pages of 1000 (as the service's other
-        list endpoints take) and keeps reading while ``totalRecords`` says entries are missing. A
-        service that ignores the parameters answers everything at once and one call is made.
+        Paging is not documented for /npai; :class:`NpaiPages` says how it is read. A service that
+        ignores the parameters answers everything at once and one call is made.
         """
-        first = self._npai_page(0)
-        entries = list(first.entries)
-        total = first.total_records
-        seen = {entry.id for entry in entries}
-        while total is not None and len(entries) < total:
-            page = self._npai_page(len(entries))
-            new = [entry for entry in page.entries if entry.id not in seen]
-            if not new:
-                log.warning(
-                    "GET /npai: totalRecords is %s but only %s entries could be read; keeping those",
-                    total,
-                    len(entries),
-                )
-                break
-            seen.update(entry.id for entry in new)
-            entries.extend(new)
-        return first.model_copy(update={"entries": entries, "total_display_records": len(entries)})
+        pages = NpaiPages()
+        while (params := pages.next_params()) is not None:
+            pages.add(self._npai_page(params["start"], params["length"]))
+        return pages.result()
 
     def test_connection(self) -> tuple[bool, str]:
         """Make one read-only call (GET /npai, first entry only) and say what happened."""
@@ -407,35 +514,15 @@ class SmsHook(BaseHook):
             answer = self._body(response, endpoint)
         except requests.RequestException as exc:
             raise _Retryable(f"{endpoint}: {_describe(exc)}") from None
-        if response.status_code == 429 or response.status_code >= 500:
-            raise _Retryable(
-                f"{endpoint}: HTTP {response.status_code}",
-                retry_after=_parse_retry_after(response.headers.get("Retry-After")),
-            )
-        if not response.ok:
-            self._raise_client_error(response, answer, endpoint)
+        check_read_response(
+            response.status_code,
+            response.reason,
+            response.headers.get("Retry-After"),
+            answer,
+            self.format,
+            endpoint,
+        )
         return answer
-
-    def _raise_client_error(self, response: requests.Response, answer: bytes, endpoint: str) -> None:
-        try:
-            envelope = codec.decode_envelope(answer, self.format)
-        except SmsApiError:
-            raise SmsApiError(
-                None,
-                f"HTTP {response.status_code} {response.reason}",
-                body=answer[:200],
-                http_status=response.status_code,
-                endpoint=endpoint,
-            ) from None
-        codec.raise_for_status(
-            envelope.model_dump(), body=answer, endpoint=endpoint, http_status=response.status_code
-        )
-        raise SmsApiError(
-            1,
-            f"HTTP {response.status_code} with status 1",
-            http_status=response.status_code,
-            endpoint=endpoint,
-        )
 
     def _body(self, response: requests.Response, endpoint: str) -> bytes:
         """Read the answer, refusing one larger than MAX_RESPONSE_BYTES instead of exhausting memory."""
@@ -445,12 +532,7 @@ class SmsHook(BaseHook):
             for chunk in response.iter_content(chunk_size=256 * 1024):
                 size += len(chunk)
                 if size > MAX_RESPONSE_BYTES:
-                    raise SmsApiError(
-                        None,
-                        f"the answer is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB; refused",
-                        http_status=response.status_code,
-                        endpoint=endpoint,
-                    )
+                    raise response_too_large(response.status_code, endpoint)
                 chunks.append(chunk)
         return b"".join(chunks)
 

@@ -1,0 +1,233 @@
+"""Recipients read in batches from a list, a file or any iterable, and batch results added up.
+
+A campaign of hundreds of thousands of numbers is sent as several campaigns of ``batch_size`` numbers
+each. The source is read once per pass (validation, simulation, send) and never held whole by this
+module: memory is one batch plus the set of numbers already seen (duplicates across batches would
+otherwise each receive the SMS, since the service only filters duplicates within one campaign).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import IO, Any
+
+from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient, parse_recipients
+
+# Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
+# request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
+DEFAULT_BATCH_SIZE = 10_000
+# Bad batches quoted in a validation error (each quotes its first bad numbers).
+_QUOTED_BATCHES = 3
+_FIGURES = ("cost", "total", "sent", *FILTER_FIELDS)
+
+
+@dataclass
+class Batch:
+    """One batch of valid, de-duplicated recipients.
+
+    :param index: 0-based position of the batch.
+    :param recipients: numbers (``str``) or :class:`Recipient` (those with a ``gsmsmsid``).
+    """
+
+    index: int
+    recipients: list[str | Recipient]
+
+    def numbers(self) -> list[str]:
+        """The bare numbers, in order (what a fingerprint and a simulation need)."""
+        return [item.value if isinstance(item, Recipient) else item for item in self.recipients]
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the validation pass found: the number of batches and of recipients.
+
+    :param batches: batches the campaign is split into.
+    :param recipients: valid recipients after removing duplicates.
+    :param duplicates: numbers given more than once (sent once, counted in ``duplicated``).
+    """
+
+    batches: int
+    recipients: int
+    duplicates: int
+
+
+class RecipientSource:
+    """Recipients that can be read several times, in batches.
+
+    :param recipients: a list or tuple (e.g. from XCom) of numbers or ``{"value", "gsmsmsid"}`` dicts;
+        a path (:class:`pathlib.Path` or Airflow's ``ObjectStoragePath``) or an open text file with one
+        number per line, optionally ``number,gsmsmsid`` (CSV; a ``value[,gsmsmsid]`` header is
+        skipped); a single number; or any other iterable, which is spooled to a temporary file on
+        the first pass so that it can be read again.
+    :param allow_gsmsmsid: False where ``gsmsmsid`` is not valid.
+    :param field: the parameter's name, for error messages.
+    """
+
+    def __init__(self, recipients: object, *, allow_gsmsmsid: bool = True, field: str = "recipients") -> None:
+        if recipients is None:
+            raise SmsValidationError(
+                f"{field}: no recipients given; give at least one telephone number", [(field, "required")]
+            )
+        self._source = recipients
+        self._start = recipients.tell() if _is_file(recipients) else None
+        self._spool: IO[str] | None = None
+        self.allow_gsmsmsid = allow_gsmsmsid
+        self.field = field
+
+    def items(self) -> Iterator[Any]:
+        """A fresh iterator over the raw recipients, as given."""
+        source = self._source
+        if isinstance(source, (str, int, bytes, Mapping, Recipient)):
+            return iter([source])
+        if isinstance(source, Sequence):
+            return iter(source)
+        if isinstance(source, os.PathLike) or (hasattr(source, "open") and hasattr(source, "read_text")):
+            return _rows_of_path(source)
+        if _is_file(source):
+            source.seek(self._start)  # type: ignore[union-attr]
+            return _rows(source)  # type: ignore[arg-type]
+        if isinstance(source, Iterable):
+            return self._spooled(source)
+        raise SmsValidationError(
+            f"{self.field}: expected numbers, a list, a file or a path, got {type(source).__name__}",
+            [(self.field, "type")],
+        )
+
+    def _spooled(self, source: Iterable[Any]) -> Iterator[Any]:
+        # A one-shot iterator (a generator) is written to disk as it is read, then read back.
+        if self._spool is not None:
+            self._spool.seek(0)
+            yield from (json.loads(line) for line in self._spool)
+            return
+        # Kept open for the later passes; the file is deleted when it is closed or collected.
+        spool = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+        for item in source:
+            spool.write(json.dumps(item.model_dump() if isinstance(item, Recipient) else item) + "\n")
+            yield item
+        self._spool = spool
+
+    def batches(self, size: int) -> Iterator[Batch]:
+        """Valid, de-duplicated batches of ``size`` recipients (the last may be smaller).
+
+        Raises :class:`SmsValidationError` at the first batch with a bad number; :meth:`plan` checks
+        every batch first, so a send never starts on an input that has one.
+        """
+        for index, (batch, _) in enumerate(self._walk(size, errors=None)):
+            yield Batch(index, batch)
+
+    def plan(self, size: int) -> BatchPlan:
+        """Read everything once: check every recipient and count batches, with no request made.
+
+        :raises SmsValidationError: quoting the bad numbers of up to three batches, with their
+            positions in the whole input.
+        """
+        batches = recipients = duplicates = 0
+        errors: list[str] = []
+        for batch, dropped in self._walk(size, errors=errors):
+            batches += 1
+            recipients += len(batch)
+            duplicates = dropped
+        if errors:
+            more = len(errors) - _QUOTED_BATCHES
+            message = " | ".join(errors[:_QUOTED_BATCHES]) + (
+                f" | and bad numbers in {more} more chunk(s)" if more > 0 else ""
+            )
+            raise SmsValidationError(message, [(self.field, message)])
+        if not recipients:
+            message = f"{self.field}: no recipients given; give at least one telephone number"
+            raise SmsValidationError(message, [(self.field, message)])
+        return BatchPlan(batches=batches, recipients=recipients, duplicates=duplicates)
+
+    def _walk(self, size: int, *, errors: list[str] | None) -> Iterator[tuple[list[str | Recipient], int]]:
+        """Yield ``(batch, duplicates so far)``; bad numbers raise, or are collected into ``errors``."""
+        seen: set[str] = set()
+        duplicates = 0
+        pending: list[str | Recipient] = []
+        items = self.items()
+        offset = 0
+        while chunk := list(islice(items, size)):
+            try:
+                valid = parse_recipients(
+                    chunk, allow_gsmsmsid=self.allow_gsmsmsid, field=self.field, offset=offset
+                )
+            except SmsValidationError as exc:
+                if errors is None:
+                    raise
+                errors.append(str(exc))
+                valid = []
+            offset += len(chunk)
+            for item in valid:
+                number = item.value if isinstance(item, Recipient) else item
+                if number in seen:
+                    duplicates += 1
+                    continue
+                seen.add(number)
+                pending.append(item)
+            while len(pending) >= size:
+                yield pending[:size], duplicates
+                pending = pending[size:]
+        if pending:
+            yield pending, duplicates
+
+
+def _is_file(value: object) -> bool:
+    return hasattr(value, "read") and hasattr(value, "seek") and hasattr(value, "tell")
+
+
+def _rows_of_path(path: Any) -> Iterator[Any]:
+    with path.open("r", encoding="utf-8", newline="") as handle:
+        yield from _rows(handle)
+
+
+def _rows(handle: IO[Any]) -> Iterator[Any]:
+    """Numbers from a text (or binary UTF-8) file: ``number`` or ``number,gsmsmsid`` per line."""
+    if not isinstance(handle.read(0), bytes):
+        yield from _csv_rows(handle)
+        return
+    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
+    try:
+        yield from _csv_rows(text)
+    finally:
+        text.detach()  # leave the caller's file open for the next pass
+
+
+def _csv_rows(text: IO[str]) -> Iterator[Any]:
+    for line_number, row in enumerate(csv.reader(text)):
+        cells = [cell.strip() for cell in row]
+        if not cells or not cells[0]:
+            continue
+        if line_number == 0 and cells[0].lower() == "value":
+            continue
+        yield {"value": cells[0], "gsmsmsid": cells[1] or None} if len(cells) > 1 else cells[0]
+
+
+def combine(results: Sequence[CampaignResult], *, duplicates: int = 0) -> dict[str, Any]:
+    """Add up the figures of several batches into those of one campaign.
+
+    Results with a ticket are real sends, those without are simulations. A simulation's ``credits`` is
+    the balance after that batch alone, so the balance after all of them is the balance before the
+    first simulation minus the cost of the simulations; with no simulation, it is the last send's.
+
+    :param results: one result per batch, in order (sends of earlier attempts first).
+    :param duplicates: numbers removed locally as duplicates across batches; added to ``total`` and
+        ``duplicated`` so that the figures read as those of the one campaign the service would see.
+    """
+    figures: dict[str, Any] = {name: sum(getattr(result, name) for result in results) for name in _FIGURES}
+    figures["total"] += duplicates
+    figures["duplicated"] += duplicates
+    simulations = [result for result in results if result.ticket is None]
+    if simulations:
+        before = simulations[0].credits + simulations[0].cost
+        figures["credits"] = before - sum(result.cost for result in simulations)
+    else:
+        figures["credits"] = results[-1].credits
+    figures["filtered"] = sum(figures[name] for name in FILTER_FIELDS)
+    return figures

@@ -1,0 +1,159 @@
+"""The send guard: what a send task has already sent, kept where a dead worker cannot lose it.
+
+Before each POST /send (or /send/lists) the operator records the batch as ``sending``; after the
+answer it records ``sent`` with the ticket and figures. The record lives in one Airflow Variable per
+task instance, written through the Task SDK (the API server's database), so it survives the worker
+and works on every executor (local, Celery, Kubernetes, edge). On a retry of the same task instance:
+
+- a batch recorded ``sent`` is not sent again; its recorded result is used;
+- a batch recorded ``sending`` may have reached the service (the worker died, or the answer was
+  lost): the task fails, saying so, unless the DAG author set ``allow_resend=True``.
+
+Variable key: ``sms_send_guard:<dag_id>:<task_id>:<run_id>:<map_index>`` (characters other than
+letters, digits and ``_.:+-`` become ``_``, and a hash of the exact identity is appended when that
+changed anything or the key would be too long). The value is JSON, readable in the Variables page.
+To send a campaign again on purpose, delete the Variable (``airflow variables delete KEY``); to resend
+only a batch recorded ``sending`` after checking it did not go out, set ``allow_resend=True`` or
+remove that batch's entry from the Variable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pendulum
+from airflow.providers.common.compat.sdk import Variable
+
+from airflow_provider_sms.models import CampaignResult, Message
+
+PREFIX = "sms_send_guard"
+# The Variable key column holds 250 characters.
+_MAX_KEY = 250
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+\-]")
+
+State = Literal["sending", "sent"]
+
+
+@dataclass
+class BatchRecord:
+    """What the guard knows of one batch.
+
+    :param state: ``sending`` (the POST may have been made) or ``sent`` (the ticket is known).
+    :param fingerprint: digest of the message and recipients of the batch.
+    :param result: the service's answer, once sent.
+    :param note: when the outcome is unknown, why (e.g. the error of the POST).
+    """
+
+    state: State
+    fingerprint: str
+    started: str
+    result: dict[str, Any] | None = None
+    note: str | None = None
+
+    @property
+    def ticket(self) -> str | None:
+        """The campaign's ticket, once known."""
+        return (self.result or {}).get("ticket")
+
+    def campaign_result(self) -> CampaignResult:
+        """The recorded answer as a :class:`CampaignResult`."""
+        return CampaignResult.model_validate(self.result)
+
+
+def fingerprint(message: Message, items: Iterable[object]) -> str:
+    """Digest of what a batch sends, to notice a retry whose input changed.
+
+    The delay is left out: a delay computed from "now" in a template differs on every attempt,
+    and a retry must not be refused for that alone.
+    """
+    digest = hashlib.sha256(message.model_dump_json(exclude={"delay"}).encode())
+    for item in items:
+        digest.update(b"\n" + str(item).encode())
+    return digest.hexdigest()[:32]
+
+
+def guard_key(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
+    """The Variable key of a task instance's guard (see the module docstring)."""
+    identity = f"{dag_id}:{task_id}:{run_id}:{map_index}"
+    safe = _UNSAFE.sub("_", identity)
+    key = f"{PREFIX}:{safe}"
+    if safe != identity or len(key) > _MAX_KEY:
+        # Two identities that differ only by replaced characters must not share a guard.
+        suffix = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        key = f"{PREFIX}:{safe[: _MAX_KEY - len(PREFIX) - len(suffix) - 3]}~{suffix}"
+    return key
+
+
+class SendGuard:
+    """The guard of one task instance, stored in one Airflow Variable.
+
+    :param key: the Variable key (:func:`guard_key`).
+    :param identity: dag_id, task_id, run_id and map_index, written into the record for humans.
+    """
+
+    def __init__(self, key: str, identity: dict[str, Any]) -> None:
+        self.key = key
+        self.identity = identity
+        self._batches: dict[int, BatchRecord] = {}
+
+    @classmethod
+    def for_task_instance(cls, ti: Any) -> SendGuard:
+        """The guard of the running task instance (``context["ti"]``), loaded from its Variable."""
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else map_index
+        identity = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id, "map_index": map_index}
+        guard = cls(guard_key(ti.dag_id, ti.task_id, ti.run_id, map_index), identity)
+        guard.load()
+        return guard
+
+    def load(self) -> None:
+        """Read the Variable (absent means nothing was ever sent by this task instance)."""
+        raw = Variable.get(self.key, default=None)
+        document = json.loads(raw) if raw else {}
+        self._batches = {
+            int(index): BatchRecord(**record) for index, record in document.get("batches", {}).items()
+        }
+
+    @property
+    def batches(self) -> dict[int, BatchRecord]:
+        """The recorded batches, by 0-based index."""
+        return self._batches
+
+    def begin(self, index: int, digest: str) -> None:
+        """Record that batch ``index`` is about to be POSTed (written before the request)."""
+        self._batches[index] = BatchRecord("sending", digest, pendulum.now("UTC").isoformat())
+        self._save()
+
+    def confirm(self, index: int, result: CampaignResult) -> None:
+        """Record the ticket and figures of batch ``index`` (written after the answer)."""
+        record = self._batches[index]
+        record.state = "sent"
+        record.result = result.model_dump(exclude_none=True)
+        record.note = None
+        self._save()
+
+    def unknown(self, index: int, note: str) -> None:
+        """Keep batch ``index`` as ``sending`` and write down why its outcome is unknown."""
+        self._batches[index].note = note[:500]
+        self._save()
+
+    def release(self, index: int) -> None:
+        """Forget batch ``index``: its request certainly created nothing (refused, or never sent)."""
+        self._batches.pop(index, None)
+        self._save()
+
+    def _save(self) -> None:
+        document = {
+            **self.identity,
+            "batches": {str(index): vars(record) for index, record in sorted(self._batches.items())},
+        }
+        Variable.set(
+            self.key,
+            json.dumps(document, separators=(",", ":")),
+            description="SMS send guard: what this task instance already sent. Delete it to send again.",
+        )

@@ -1,0 +1,268 @@
+"""Sensors of the SMS service: a DLR webhook's status and the NPAI (unreachable numbers) list.
+
+Both run in ``mode="poke"``, ``mode="reschedule"`` or with ``deferrable=True`` (the wait moves to
+an async trigger in the triggerer), and decide with the same conditions in every mode. Waiting
+cannot fix an unknown webhook, a rejected token or bad input: those fail at once. A transient read
+error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
+``timeout`` still bounds the wait.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import (
+    AirflowFailException,
+    AirflowNotFoundException,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
+
+from airflow_provider_sms.exceptions import (
+    SmsAuthError,
+    SmsError,
+    SmsNotFoundError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.hooks.sms import SmsHook, webhook_path
+from airflow_provider_sms.triggers.sms import (
+    FATAL_ERRORS,
+    NpaiFilter,
+    SmsNpaiTrigger,
+    SmsPollingTrigger,
+    SmsWebhookTrigger,
+    npai_result,
+    webhook_ready,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+
+class SmsBaseSensor(BaseSensorOperator):
+    """What both SMS sensors share: the hook, the deferral and the handling of errors.
+
+    :param sms_conn_id: the Airflow connection of type ``sms``.
+    :param deferrable: hand the wait to an async trigger (frees the worker slot). The trigger polls
+        every ``poke_interval`` (doubling it with ``exponential_backoff``, up to ``max_wait``) and
+        the task fails with ``AirflowSensorTimeout`` after ``timeout``, as in poke mode.
+    """
+
+    def __init__(
+        self,
+        *,
+        sms_conn_id: str = SmsHook.default_conn_name,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.sms_conn_id = sms_conn_id
+        self.deferrable = deferrable
+
+    @cached_property
+    def hook(self) -> SmsHook:
+        """The client of the service (one per task try)."""
+        return SmsHook(self.sms_conn_id)
+
+    @abc.abstractmethod
+    def check_inputs(self) -> None:
+        """Validate the (rendered) arguments before any request; SmsValidationError names the field."""
+
+    @abc.abstractmethod
+    def check_once(self) -> PokeReturnValue:
+        """One look at the service (poke and reschedule modes)."""
+
+    @abc.abstractmethod
+    def trigger(self) -> SmsPollingTrigger:
+        """The trigger that waits in deferrable mode."""
+
+    def _polling_kwargs(self) -> dict[str, Any]:
+        max_wait = self.max_wait.total_seconds() if self.max_wait else None
+        return {
+            "sms_conn_id": self.sms_conn_id,
+            "poke_interval": self.poke_interval,
+            "exponential_backoff": self.exponential_backoff,
+            "max_wait": max_wait,
+        }
+
+    def execute(self, context: Context) -> Any:
+        """Check the input, then wait here (poke/reschedule) or in the triggerer (deferrable)."""
+        try:
+            self.check_inputs()
+        except SmsValidationError as exc:
+            raise AirflowFailException(str(exc)) from None
+        if not self.deferrable:
+            return super().execute(context)
+        # No first poke on the worker: in deferrable mode all the waiting happens in the triggerer.
+        self.defer(
+            trigger=self.trigger(),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+        return None
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        """One check; failures that waiting cannot cure end the task at once."""
+        try:
+            return self.check_once()
+        except (SmsNotFoundError, SmsAuthError, SmsValidationError, AirflowNotFoundException) as exc:
+            # Unknown webhook, rejected token, bad input or connection: waiting cannot fix them.
+            raise AirflowFailException(str(exc)) from None
+        except SmsTransportError as exc:
+            self.log.warning("could not read the service (%s); poking again later", exc)
+            return PokeReturnValue(is_done=False)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Turn the trigger's event into the task's return value (XCom) or a clear failure."""
+        if event.get("status") == "success":
+            return self.result_of(event)
+        message = event.get("message") or f"the trigger ended with {event!r}"
+        if event.get("error") in FATAL_ERRORS:
+            raise AirflowFailException(message)
+        raise SmsError(message)
+
+    @abc.abstractmethod
+    def result_of(self, event: dict[str, Any]) -> Any:
+        """The XCom value carried by a success event."""
+
+
+class SmsWebhookSensor(SmsBaseSensor):
+    """Wait until a webhook (e.g. the DLR receiver) shows ``expected_status``; return its record.
+
+    Typical use: before a campaign that uses ``gsmsmsid``, make sure the delivery-report receiver is
+    live and answering. An unknown webhook id fails at once rather than poking until the timeout.
+
+    :param webhook_id: the webhook's id (templated).
+    :param expected_status: the status to wait for (``live``; compared without case).
+    :param require_healthy: also wait until the service's last call to the webhook got a 2xx answer.
+    :param sms_conn_id: the Airflow connection of type ``sms``.
+    :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
+
+    Returns (XCom) the webhook record as a dict: ``webhook_id``, ``type``, ``url``, ``status``,
+    ``signature``, ``last_http_code``.
+    """
+
+    template_fields: Sequence[str] = ("webhook_id", "expected_status")
+
+    def __init__(
+        self,
+        *,
+        webhook_id: str | int,
+        expected_status: str = "live",
+        require_healthy: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.webhook_id = webhook_id
+        self.expected_status = expected_status
+        self.require_healthy = require_healthy
+
+    def check_inputs(self) -> None:
+        """The webhook id must be one (no empty id, no slash) and the expected status non-blank."""
+        webhook_path(self.webhook_id)
+        if not isinstance(self.expected_status, str) or not self.expected_status.strip():
+            message = f"expected_status={self.expected_status!r}: give the status to wait for, e.g. 'live'"
+            raise SmsValidationError(message, [("expected_status", message)])
+
+    def check_once(self) -> PokeReturnValue:
+        """Read the webhook and compare it with the expected state."""
+        webhook = self.hook.get_webhook(self.webhook_id)
+        done = webhook_ready(webhook, self.expected_status, self.require_healthy)
+        self.log.info(
+            "webhook %s: status %s, last HTTP code %s (%s)",
+            webhook.webhook_id,
+            webhook.status,
+            webhook.last_http_code,
+            "ready"
+            if done
+            else f"waiting for {self.expected_status}"
+            + (" and a 2xx last call" if self.require_healthy else ""),
+        )
+        return PokeReturnValue(is_done=done, xcom_value=webhook.model_dump(mode="json") if done else None)
+
+    def trigger(self) -> SmsWebhookTrigger:
+        """The async trigger polling GET /webhook/:id."""
+        return SmsWebhookTrigger(
+            webhook_id=str(self.webhook_id),
+            expected_status=self.expected_status,
+            require_healthy=self.require_healthy,
+            **self._polling_kwargs(),
+        )
+
+    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The webhook record of the success event."""
+        return event["webhook"]
+
+
+class SmsNpaiSensor(SmsBaseSensor):
+    """Wait until the NPAI list holds ``min_entries`` entries matching the filters; return them.
+
+    Use it after a campaign to clean a CRM of the numbers that no longer reach anyone. Every page of
+    the list is read (``start``/``length``, see :class:`airflow_provider_sms.hooks.sms.NpaiPages`).
+    Entry dates (``Y-m-d H:i:s``) are read as Europe/Paris and compared with ``since`` as instants,
+    so the filter is right across the DST changes.
+
+    :param campaign_id: only entries produced by this campaign, e.g. the ``ticket`` of a send
+        (templated; a string of digits is accepted).
+    :param destinations: only these numbers (templated); ``+33 6 12 34 56 78`` style is normalized.
+    :param since: only entries dated at or after this instant (templated): a timezone-aware
+        datetime, an ISO-8601 string with offset (``{{ data_interval_start }}``) or ``Y-m-d H:i:s``
+        read as Europe/Paris. Past instants are expected here.
+    :param min_entries: how many matching entries end the wait (at least 1).
+    :param sms_conn_id: the Airflow connection of type ``sms``.
+    :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
+
+    Returns (XCom) ``{"count": n, "destinations": [...], "entries": [entry dicts]}``.
+    """
+
+    template_fields: Sequence[str] = ("campaign_id", "destinations", "since")
+
+    def __init__(
+        self,
+        *,
+        campaign_id: int | str | None = None,
+        destinations: str | Iterable[str] | None = None,
+        since: Any = None,
+        min_entries: int = 1,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.campaign_id = campaign_id
+        self.destinations = destinations
+        self.since = since
+        self.min_entries = min_entries
+        # Not templated, so checked now: a DAG with a bad value fails when it is parsed, not when it runs.
+        NpaiFilter.build(min_entries=min_entries)
+
+    @cached_property
+    def npai_filter(self) -> NpaiFilter:
+        """The checked filters (built from the rendered template fields)."""
+        return NpaiFilter.build(self.campaign_id, self.destinations, self.since, self.min_entries)
+
+    def check_inputs(self) -> None:
+        """Build the filters, so that bad input fails before the first request."""
+        self.log.info("waiting for %s", self.npai_filter.describe())
+
+    def check_once(self) -> PokeReturnValue:
+        """Read the whole list and count the matching entries."""
+        npai = self.hook.get_npai()
+        matches = self.npai_filter.matching(npai)
+        done = len(matches) >= self.npai_filter.min_entries
+        self.log.info(
+            "%s of %s NPAI entries match (%s needed)", len(matches), len(npai.entries), self.min_entries
+        )
+        return PokeReturnValue(is_done=done, xcom_value=npai_result(matches) if done else None)
+
+    def trigger(self) -> SmsNpaiTrigger:
+        """The async trigger polling GET /npai."""
+        return SmsNpaiTrigger(**self.npai_filter.to_kwargs(), **self._polling_kwargs())
+
+    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The matching entries of the success event."""
+        return event["npai"]

@@ -1,0 +1,125 @@
+"""Command line: ``python -m benchmarks [--quick] [--output PATH] [--dag PATH] [--only CASE ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmarks import cases_codec, cases_http, cases_startup
+from benchmarks.harness import Record, format_notes, format_table
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each case is and how many repetitions each side gets."""
+
+    numbers: int
+    npai: int
+    calls: int
+    recipients: int
+    reps: int
+    http_reps: int
+    process_reps: int
+
+
+FULL = Sizes(
+    numbers=1_000_000, npai=100_000, calls=2_000, recipients=200_000, reps=5, http_reps=3, process_reps=7
+)
+# Small enough to finish in well under a minute on a loaded two-core machine: a smoke check only.
+QUICK = Sizes(numbers=50_000, npai=5_000, calls=100, recipients=5_000, reps=2, http_reps=1, process_reps=2)
+
+
+def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
+    """Every group of cases, by the name ``--only`` takes."""
+    return {
+        "encode": lambda: cases_codec.encode_cases(sizes.numbers, sizes.reps),
+        "decode": lambda: cases_codec.decode_cases(sizes.npai, sizes.reps),
+        "http": lambda: cases_http.webhook_cases(sizes.calls, sizes.http_reps),
+        "send": lambda: [cases_http.batched_send_case(sizes.recipients)],
+        "import": lambda: [cases_startup.import_case(sizes.process_reps)],
+        "dag": lambda: [cases_startup.dag_parse_case(dag, sizes.process_reps)],
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = platform.processor() or platform.machine()
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True, timeout=10).stdout
+        model = next(
+            (line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")),
+            model,
+        )
+    except (OSError, subprocess.SubprocessError):
+        pass  # not Linux: keep what platform says
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases, print the table, write the results; exit status 0 even when a target is missed.
+
+    :param argv: command-line arguments (``sys.argv[1:]`` when None).
+    """
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke check)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
+    parser.add_argument(
+        "--dag", type=Path, default=None, help="DAG file for the parse case (default: the example DAG)"
+    )
+    parser.add_argument("--only", nargs="+", metavar="CASE", help="run only these groups of cases")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    groups = cases(sizes, (args.dag or cases_startup.default_dag()).resolve())
+    unknown = set(args.only or ()) - groups.keys()
+    if unknown:
+        parser.error(f"unknown case(s) {sorted(unknown)}; choose from {sorted(groups)}")
+    started = time.perf_counter()
+    records: list[Record] = []
+    for name, run in groups.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        records.extend(run())
+    elapsed = time.perf_counter() - started
+    info = machine()
+    result = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "machine": info,
+        "seconds": round(elapsed, 1),
+        "results": [row.as_json() for row in records],
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"\n{result['mode']} run, {result['date']}, {info['cpus']} CPUs ({info['cpu']}), "
+        f"Python {info['python']}, {elapsed:.0f} s\n"
+    )
+    print(format_table(records))
+    print()
+    print(format_notes(records))
+    missed = [row.name for row in records if row.met is False]
+    print(f"\ntargets missed: {', '.join(missed)}" if missed else "\nevery measured target met")
+    print(f"results written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

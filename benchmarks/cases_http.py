@@ -1,0 +1,185 @@
+"""HTTP cases against the sandbox on 127.0.0.1: what the hook adds over the clients a user would write.
+
+The sandbox runs in this process (its own thread), so every side shares the same server and the
+same CPU; connections are defined by ``AIRFLOW_CONN_*`` environment variables, as in a worker.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import requests
+
+from benchmarks.harness import REPORT, Record, Target, best_of, record, skipped
+
+TOKEN = "bench-token"
+SMS_CONN_ID = "sms_bench"
+HTTP_CONN_ID = "http_bench"
+WEBHOOK_ID = "1"  # seeded by the sandbox
+OPERATORS = "airflow_provider_sms.operators.sms"
+TIMEOUT = 30.0
+# The headers SmsHook sends, so that every side makes the same request.
+HEADERS = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Accept": "application/json",
+    "Content-Type": "application/json",
+    "User-Agent": "airflow-provider-sms",
+}
+
+SANDBOX_MISSING = "sandbox not available (airflow_provider_sms.sandbox.SandboxServer cannot be imported)"
+
+
+def sandbox_available() -> bool:
+    """Whether the sandbox (``airflow_provider_sms.sandbox.SandboxServer``) can be imported here."""
+    try:
+        from airflow_provider_sms.sandbox import SandboxServer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextmanager
+def connections(url: str) -> Iterator[None]:
+    """Define the ``sms_bench`` and ``http_bench`` connections for the duration, then remove them."""
+    names = {
+        f"AIRFLOW_CONN_{SMS_CONN_ID.upper()}": {"conn_type": "sms", "host": url, "password": TOKEN},
+        f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": {"conn_type": "http", "host": url},
+    }
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update({name: json.dumps(value) for name, value in names.items()})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def running_sandbox() -> Iterator[str]:
+    """Start the sandbox on a free port of 127.0.0.1; yield its base URL; stop it."""
+    from airflow_provider_sms.sandbox import SandboxServer
+
+    server = SandboxServer(token=TOKEN, port=0)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _repeat(call: Callable[[], Any], count: int) -> Callable[[], None]:
+    def run() -> None:
+        for _ in range(count):
+            call()
+
+    return run
+
+
+def _checked_json(response: requests.Response) -> Any:
+    # What a user's own client does with the answer: fail on HTTP errors, read the JSON.
+    response.raise_for_status()
+    return response.json()
+
+
+def webhook_cases(calls: int, reps: int) -> list[Record]:
+    """``calls`` sequential GET /webhook/1, SmsHook against three clients a user could write instead."""
+    names = ("bare requests.Session", "new connection per call", "HttpHook (providers-http)")
+    titles = [f"{calls:,} x GET /webhook, SmsHook vs {name}" for name in names]
+    targets = (Target(1.15), REPORT, REPORT)
+    if not sandbox_available():
+        return [
+            skipped(title, calls, target, SANDBOX_MISSING)
+            for title, target in zip(titles, targets, strict=True)
+        ]
+    from airflow_provider_sms.hooks.sms import SmsHook
+
+    with running_sandbox() as url, connections(url):
+        endpoint = f"{url}/webhook/{WEBHOOK_ID}"
+        hook = SmsHook(sms_conn_id=SMS_CONN_ID)
+        session = requests.Session()
+        session.headers.update(HEADERS)
+        sides: list[Callable[[], Any]] = [
+            lambda: hook.get_webhook(WEBHOOK_ID),
+            lambda: _checked_json(session.get(endpoint, timeout=TIMEOUT)),
+            lambda: _checked_json(requests.get(endpoint, headers=HEADERS, timeout=TIMEOUT)),
+        ]
+        http_hook = _http_hook()
+        if http_hook is not None:
+            sides.append(lambda: _checked_json(http_hook.run(f"/webhook/{WEBHOOK_ID}", headers=HEADERS)))
+        for side in sides:
+            side()  # warm up: connection pools, connection lookup, first import of lazy modules
+        if hook.get_webhook(WEBHOOK_ID).webhook_id != WEBHOOK_ID:
+            raise AssertionError("the sandbox did not answer webhook 1")
+        times = best_of(*(_repeat(side, calls) for side in sides), reps=reps)
+        session.close()
+    ours = times[0]
+    rows = [
+        record(
+            titles[0],
+            calls,
+            ours,
+            times[1],
+            targets[0],
+            note="SmsHook.get_webhook (one keep-alive session, answer validated into a Webhook) vs "
+            "requests.Session.get with the same headers + response.json()",
+        ),
+        record(
+            titles[1],
+            calls,
+            ours,
+            times[2],
+            targets[1],
+            note="vs requests.get per call, a new TCP connection each time, as the service's own "
+            "Python SDK does",
+        ),
+    ]
+    if http_hook is None:
+        rows.append(
+            skipped(
+                titles[2],
+                calls,
+                targets[2],
+                "apache-airflow-providers-http is not installed (pip install 'airflow-provider-sms[bench]')",
+            )
+        )
+    else:
+        rows.append(
+            record(
+                titles[2],
+                calls,
+                ours,
+                times[3],
+                targets[2],
+                note="vs HttpHook(method='GET').run() on an http connection, + response.json()",
+            )
+        )
+    return rows
+
+
+def _http_hook() -> Any:
+    """An HttpHook on the ``http_bench`` connection, or None when the http provider is missing."""
+    try:
+        from airflow.providers.http.hooks.http import HttpHook
+    except ImportError:
+        return None
+    return HttpHook(method="GET", http_conn_id=HTTP_CONN_ID)
+
+
+def batched_send_case(recipients: int) -> Record:
+    """``recipients`` numbers sent by SmsSendOperator (batched) to the sandbox: wall time and peak RSS."""
+    name = "batched send through SmsSendOperator"
+    if not sandbox_available():
+        return skipped(name, recipients, REPORT, SANDBOX_MISSING)
+    if importlib.util.find_spec(OPERATORS) is None:
+        return skipped(name, recipients, REPORT, f"{OPERATORS} does not exist yet")
+    # Until the operator lands its batching parameters are unknown; wire it here (a child interpreter
+    # per run, the sandbox in a third process, so that peak RSS is the operator's alone).
+    return skipped(name, recipients, REPORT, "not wired to the operator's batching API yet")

@@ -1,0 +1,105 @@
+"""Fixtures shared by every test folder: a throwaway Airflow home for running real DAGs.
+
+``airflow_home`` migrates one SQLite metadata database per test session; ``run_dag_test`` runs
+``airflow dags test`` for one DAG file in a subprocess against it, with the environment the test
+gives (typically ``AIRFLOW_CONN_SMS_DEFAULT`` pointing at the sandbox).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+# Upper bounds, so that a hung subprocess fails the test instead of blocking the suite.
+MIGRATE_TIMEOUT = 600
+DAG_TEST_TIMEOUT = 600
+
+
+def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of an Airflow subprocess: this one without AIRFLOW* settings, plus ``home``.
+
+    :param home: the AIRFLOW_HOME (its SQLite database, logs and config).
+    :param dags_folder: the folder Airflow reads DAGs from.
+    :param extra: more variables (connections as ``AIRFLOW_CONN_...``, test parameters).
+    """
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder or home / "dags"),
+        AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway AIRFLOW_HOME whose metadata database is migrated once per session."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    result = subprocess.run(
+        [AIRFLOW, "db", "migrate"],
+        env=airflow_env(home),
+        capture_output=True,
+        text=True,
+        timeout=MIGRATE_TIMEOUT,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return home
+
+
+@pytest.fixture
+def run_dag_test(airflow_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run ``airflow dags test <dag_id> -f <dag_file>`` in a subprocess; returns the finished process.
+
+    The DAG's folder is the DAGS_FOLDER; ``env`` adds variables (e.g. the sms_default connection).
+    Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
+    """
+
+    def run(dag_file: Path, dag_id: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [AIRFLOW, "dags", "test", dag_id, "-f", str(dag_file)],
+            env=airflow_env(airflow_home, dag_file.parent, **env),
+            capture_output=True,
+            text=True,
+            timeout=DAG_TEST_TIMEOUT,
+            check=False,
+        )
+
+    return run
+
+
+class MemoryVariables:
+    """Airflow Variables in a dict: the send guard's store when an operator runs outside a task.
+
+    Inside a running task the guard reaches Variables through the Task SDK (the API server); a test
+    that calls ``execute()`` directly has no such channel, so it swaps this in.
+    """
+
+    store: dict[str, str] = {}
+
+    @classmethod
+    def get(cls, key: str, default: object = None) -> object:
+        return cls.store.get(key, default)
+
+    @classmethod
+    def set(cls, key: str, value: str, description: str | None = None) -> None:
+        cls.store[key] = value
+
+
+@pytest.fixture
+def memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point the send guard (airflow_provider_sms.guard) at an empty in-memory Variable store."""
+    from airflow_provider_sms import guard
+
+    monkeypatch.setattr(MemoryVariables, "store", {})
+    monkeypatch.setattr(guard, "Variable", MemoryVariables)
+    return MemoryVariables.store

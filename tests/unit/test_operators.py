@@ -1,0 +1,460 @@
+"""Operators with requests-mock: the gates, validation before any request, the send guard, batching."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import requests
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
+
+from airflow_provider_sms.exceptions import SmsApiError, SmsTransportError, SmsValidationError
+from airflow_provider_sms.guard import guard_key
+from airflow_provider_sms.operators.sms import (
+    SmsSendListsOperator,
+    SmsSendOperator,
+    SmsSimulateOperator,
+)
+
+from .conftest import BASE_URL, TOKEN, connection_json
+
+NUMBERS = ["33612345678", "33612345679", "33612345680"]
+FUTURE = "2030-07-01T08:00:00+00:00"  # 10:00 in Paris (summer time)
+
+
+@pytest.fixture(autouse=True)
+def variables(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str]) -> dict[str, str]:
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
+    return memory_variables
+
+
+def context(run_id: str = "manual__2030-01-01", map_index: int = -1) -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="campaigns", task_id="send", run_id=run_id, map_index=map_index)
+    return {"ti": ti}
+
+
+class Service:
+    """A requests-mock answer computing the figures from the request, like the service would."""
+
+    def __init__(self, credits: int = 1000, cost_per_number: int = 1, filtered: int = 0) -> None:
+        self.credits = credits
+        self.cost_per_number = cost_per_number
+        self.filtered = filtered
+        self.tickets = itertools.count(101)
+        self.sent_bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: requests.PreparedRequest, context: Any) -> dict[str, Any]:
+        body = json.loads(request.body)["sms"]
+        count = len(body["recipients"]["gsm"]) if "recipients" in body else 10 * len(body["lists"])
+        sent = count - self.filtered
+        cost = sent * self.cost_per_number
+        result = {"status": 1, "message": "OK", "cost": cost, "credits": self.credits - cost}
+        result.update(total=count, sent=sent, invalid=self.filtered)
+        if not request.path.endswith("simulate"):
+            self.credits -= cost
+            self.sent_bodies.append(body)
+            result["ticket"] = str(next(self.tickets))
+        return result
+
+    def mount(self, requests_mock: Any) -> Service:
+        for path in ("/send", "/send/simulate", "/send/lists", "/send/lists/simulate"):
+            requests_mock.post(f"{BASE_URL}{path}", json=self)
+        return self
+
+
+def calls(requests_mock: Any, path: str) -> int:
+    return sum(1 for request in requests_mock.request_history if request.path == path)
+
+
+def numbers_of(body: dict[str, Any]) -> list[str]:
+    return [gsm["value"] for gsm in body["recipients"]["gsm"]]
+
+
+# ------------------------------------------------------------------------------------------- simulate
+
+
+def test_simulate_numbers_returns_the_figures_and_logs_one_line(requests_mock, capsys):
+    Service().mount(requests_mock)
+    operator = SmsSimulateOperator(task_id="sim", message="Hello {{ ds }}", recipients=NUMBERS)
+
+    result = operator.execute(context())
+
+    assert result["cost"] == 3
+    assert result["sent"] == 3
+    assert result["total"] == 3
+    assert result["credits"] == 997
+    assert result["filtered"] == 0
+    assert result["batches"] == 1
+    # "{" and "}" are GSM-7 extension characters: two septets each.
+    assert result["estimate"] == {"encoding": "GSM-7", "length": 18, "parts": 1, "parts_total": 3}
+    assert calls(requests_mock, "/send/simulate") == 1
+    assert "Simulation: cost 3 credits, 997 credits left, 3/3 numbers sent" in capsys.readouterr().out
+
+
+def test_simulate_lists_uses_the_lists_endpoint(requests_mock):
+    Service().mount(requests_mock)
+    result = SmsSimulateOperator(task_id="sim", message="Hi", lists=["1", 2]).execute(context())
+
+    assert result["total"] == 20
+    assert requests_mock.last_request.json()["sms"]["lists"] == [{"value": 1}, {"value": 2}]
+    assert requests_mock.last_request.path == "/send/lists/simulate"
+
+
+@pytest.mark.parametrize("target", [{}, {"recipients": NUMBERS, "lists": [1]}])
+def test_simulate_needs_exactly_one_of_recipients_and_lists(requests_mock, target):
+    with pytest.raises(AirflowFailException, match="give either recipients"):
+        SmsSimulateOperator(task_id="sim", message="Hi", **target).execute(context())
+    assert requests_mock.call_count == 0
+
+
+def test_simulate_in_batches_adds_up_the_figures(requests_mock):
+    Service(credits=1000).mount(requests_mock)
+    recipients = [f"336000000{i:02d}" for i in range(25)]
+
+    result = SmsSimulateOperator(task_id="sim", message="Hi", recipients=recipients, batch_size=10).execute(
+        context()
+    )
+
+    assert calls(requests_mock, "/send/simulate") == 3
+    assert (result["cost"], result["sent"], result["batches"]) == (25, 25, 3)
+    # Each batch's simulation reports the balance after that batch alone; the total is subtracted once.
+    assert result["credits"] == 975
+
+
+# ----------------------------------------------------------------------------------------- cost gate
+
+
+def test_gate_over_budget_fails_with_the_figures_and_never_posts_send(requests_mock):
+    Service(cost_per_number=2).mount(requests_mock)
+    operator = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_cost=5)
+
+    with pytest.raises(AirflowFailException, match="cost 6 credits is over max_cost 5") as info:
+        operator.execute(context())
+
+    assert "3/3 numbers sent" in str(info.value)
+    assert calls(requests_mock, "/send/simulate") == 1
+    assert calls(requests_mock, "/send") == 0
+
+
+def test_gate_over_budget_skips_when_asked(requests_mock):
+    Service(cost_per_number=2).mount(requests_mock)
+    operator = SmsSendOperator(
+        task_id="send", message="Hi", recipients=NUMBERS, max_cost="5", on_cost_exceeded="skip"
+    )
+
+    with pytest.raises(AirflowSkipException, match="over max_cost 5"):
+        operator.execute(context())
+    assert calls(requests_mock, "/send") == 0
+
+
+def test_gate_within_budget_sends_the_exact_campaign_it_simulated(requests_mock):
+    service = Service().mount(requests_mock)
+    message = {"text": "Sale <-short->", "pushtype": "marketing", "links": ["https://example.com/sale"]}
+    operator = SmsSendOperator(task_id="send", message=message, recipients=NUMBERS, max_cost=3, delay=FUTURE)
+
+    result = operator.execute(context())
+
+    simulated, sent = (r.json()["sms"] for r in requests_mock.request_history)
+    assert simulated == sent
+    assert sent["message"]["delay"] == "2030-07-01 10:00:00"
+    assert result["ticket"] == "101"
+    assert result["tickets"] == ["101"]
+    assert result["simulation"]["cost"] == 3
+    assert result["cost"] == 3
+    assert result["gate"]["passed"] is True
+    assert result["gate"]["max_cost"] == 3
+    assert result["delay"] == "2030-07-01 10:00:00"
+    assert service.credits == 997
+    assert result["credits"] == 997
+    assert TOKEN not in json.dumps(result)
+
+
+def test_gate_on_filtered_ratio(requests_mock):
+    Service(filtered=1).mount(requests_mock)
+    operator = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_filtered_ratio=0.2)
+
+    with pytest.raises(AirflowFailException, match=r"33\.3% of the numbers would be filtered"):
+        operator.execute(context())
+    assert calls(requests_mock, "/send") == 0
+
+
+def test_gate_on_credits_left(requests_mock):
+    Service(credits=10).mount(requests_mock)
+    operator = SmsSendListsOperator(task_id="send", message="Hi", lists=[1], min_credits_after=5)
+
+    with pytest.raises(AirflowFailException, match="0 credits would be left, under min_credits_after 5"):
+        operator.execute(context())
+    assert calls(requests_mock, "/send/lists") == 0
+
+
+def test_no_gate_means_no_simulation(requests_mock):
+    Service().mount(requests_mock)
+    result = SmsSendListsOperator(task_id="send", message="Hi", lists=[3]).execute(context())
+
+    assert [r.path for r in requests_mock.request_history] == ["/send/lists"]
+    assert result["simulation"] is None
+    assert result["gate"] is None
+    assert result["ticket"] == "101"
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"recipients": ["0612345678"]}, "national number"),
+        ({"recipients": ["33612345678", "+33 6 12 ab"]}, r"recipients\[1\]"),
+        ({"message": {"text": "Go <-short->"}}, "1 '<-short->' marker"),
+        ({"message": {"text": "Hi", "pushtype": "promo"}}, "pushtype"),
+        (
+            {"message": {"text": "Go <-short->", "links": ["https://example.com/a"]}},
+            "pushtype is required when sending with short URLs",
+        ),
+        ({"delay": "2030-07-01T10:00:00"}, "no timezone"),
+        ({"delay": "2020-01-01 10:00:00"}, "in the past"),
+        ({"delay": "2030-03-31 02:30:00"}, "does not exist in Europe/Paris"),
+        ({"message": {"text": "Hi", "delay": FUTURE}, "delay": FUTURE}, "give it once"),
+        ({"max_cost": "lots"}, "max_cost='lots': must be a number >= 0"),
+        ({"max_filtered_ratio": 20}, "between 0 and 1"),
+        ({"recipients": []}, "no recipients given"),
+        ({"message": {"text": "Hi", "sender": "Way too long sender"}}, "sender"),
+    ],
+)
+def test_bad_input_fails_before_any_request(requests_mock, kwargs, error):
+    arguments = {"task_id": "send", "message": "Hi", "recipients": NUMBERS, "max_cost": 100, **kwargs}
+    with pytest.raises(AirflowFailException, match=error) as info:
+        SmsSendOperator(**arguments).execute(context())
+    assert "Invalid input (not retried)" in str(info.value)
+    assert requests_mock.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("lists", "error"),
+    [(["abc"], "list id must be an integer"), ([{"value": 1, "gsmsmsid": "x"}], "gsmsmsid"), ([], "no list")],
+)
+def test_bad_lists_fail_before_any_request(requests_mock, lists, error):
+    with pytest.raises(AirflowFailException, match=error):
+        SmsSendListsOperator(task_id="send", message="Hi", lists=lists, max_cost=1).execute(context())
+    assert requests_mock.call_count == 0
+
+
+def test_wrong_on_cost_exceeded_is_refused_when_the_dag_is_parsed():
+    with pytest.raises(SmsValidationError, match="on_cost_exceeded='warn'"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, on_cost_exceeded="warn")
+
+
+def test_every_bad_number_of_every_batch_is_reported_with_its_position(requests_mock):
+    recipients = [*NUMBERS, "12", *[f"336000000{i:02d}" for i in range(20)], "0611111111"]
+    operator = SmsSendOperator(task_id="send", message="Hi", recipients=recipients, batch_size=10)
+
+    with pytest.raises(AirflowFailException) as info:
+        operator.execute(context())
+
+    assert "recipients[3]" in str(info.value)
+    assert "recipients[24]" in str(info.value)
+    assert requests_mock.call_count == 0
+
+
+def test_templated_fields_are_declared():
+    for operator in (SmsSendOperator, SmsSendListsOperator):
+        assert {"message", "recipients", "lists", "delay", "max_cost"} <= set(operator.template_fields)
+    assert {"message", "recipients", "lists", "delay"} <= set(SmsSimulateOperator.template_fields)
+
+
+# ------------------------------------------------------------------------------------- errors, guard
+
+
+def test_maybe_sent_fails_without_retry_and_the_retry_does_not_resend(requests_mock, variables):
+    requests_mock.post(f"{BASE_URL}/send", json={"status": -8, "message": "Campaign held for moderation"})
+    operator = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS)
+
+    with pytest.raises(AirflowFailException, match="may have been sent") as info:
+        operator.execute(context())
+    assert "campaign history" in str(info.value)
+    assert "sms_send_guard:campaigns:send:" in str(info.value)
+    (record,) = json.loads(next(iter(variables.values())))["batches"].values()
+    assert record["state"] == "sending"
+    assert "status -8" in record["note"]
+
+    # Airflow would not retry an AirflowFailException, but a cleared task or a dead worker does run
+    # again: it must not POST the campaign a second time.
+    with pytest.raises(AirflowFailException, match="may have been sent by an earlier attempt"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+    assert calls(requests_mock, "/send") == 1
+
+
+def test_allow_resend_sends_a_batch_of_unknown_outcome_again(requests_mock, variables):
+    requests_mock.post(f"{BASE_URL}/send", [{"json": {"status": -8, "message": "held"}}, {"json": Service()}])
+    with pytest.raises(AirflowFailException):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+
+    result = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, allow_resend=True).execute(
+        context()
+    )
+
+    assert result["ticket"] == "101"
+    assert calls(requests_mock, "/send") == 2
+
+
+def test_a_recorded_ticket_is_returned_without_any_request(requests_mock):
+    Service().mount(requests_mock)
+    first = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_cost=10).execute(context())
+    requests_mock.reset_mock()
+
+    again = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_cost=10).execute(context())
+
+    assert requests_mock.call_count == 0
+    assert again["ticket"] == first["ticket"] == "101"
+    assert again["resumed_batches"] == 1
+    assert again["cost"] == first["cost"]
+
+
+def test_guard_is_per_task_instance(requests_mock):
+    service = Service().mount(requests_mock)
+    for run_id, map_index in [("run_a", -1), ("run_b", -1), ("run_b", 0), ("run_b", 1)]:
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context(run_id, map_index))
+    assert len(service.sent_bodies) == 4
+
+
+def test_transport_error_releases_the_guard_and_is_left_to_airflow_retries(requests_mock, variables):
+    requests_mock.post(f"{BASE_URL}/send", [{"exc": requests.ConnectTimeout("connect timed out")}])
+    with pytest.raises(SmsTransportError, match="nothing was sent"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+    assert json.loads(next(iter(variables.values())))["batches"] == {}
+
+    Service().mount(requests_mock)
+    result = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+    assert result["ticket"] == "101"
+
+
+@pytest.mark.parametrize(("status", "outcome"), [(-7, AirflowFailException), (-3, SmsApiError)])
+def test_api_errors_fail_at_once_only_when_a_retry_cannot_help(requests_mock, status, outcome):
+    requests_mock.post(f"{BASE_URL}/send", json={"status": status, "message": "refused"})
+    with pytest.raises(outcome, match=f"status {status}"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+
+
+def test_changed_input_after_a_sent_batch_is_refused(requests_mock):
+    Service().mount(requests_mock)
+    SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+
+    with pytest.raises(AirflowFailException, match="input changed between attempts"):
+        SmsSendOperator(task_id="send", message="Hello", recipients=NUMBERS).execute(context())
+    assert calls(requests_mock, "/send") == 1
+
+
+# ------------------------------------------------------------------------------------------ batching
+
+
+def test_large_campaign_is_sent_in_batches_with_progress_and_no_cross_batch_duplicate(requests_mock, capsys):
+    service = Service().mount(requests_mock)
+    recipients = [f"336000000{i:02d}" for i in range(25)] + [f"336000000{3:02d}", "+33 6 00 00 00 07"]
+
+    result = SmsSendOperator(
+        task_id="send", message="Hi", recipients=recipients, batch_size=10, max_cost=100
+    ).execute(context())
+
+    assert [len(numbers_of(body)) for body in service.sent_bodies] == [10, 10, 5]
+    sent_numbers = [n for body in service.sent_bodies for n in numbers_of(body)]
+    assert len(sent_numbers) == len(set(sent_numbers)) == 25
+    assert result["tickets"] == ["101", "102", "103"]
+    assert result["batches"] == 3
+    assert (result["total"], result["duplicated"], result["sent"], result["cost"]) == (27, 2, 25, 25)
+    assert result["simulation"]["cost"] == 25
+    assert result["credits"] == 975
+    assert "Progress: batch 2/3, 20 numbers sent so far, 20 credits spent so far" in capsys.readouterr().out
+
+
+def test_a_retry_resumes_after_the_last_confirmed_batch(requests_mock):
+    service = Service()
+    answers = [{"json": service}, {"exc": requests.ConnectTimeout("connect timed out")}]
+    requests_mock.post(f"{BASE_URL}/send", answers)
+    recipients = [f"336000000{i:02d}" for i in range(25)]
+    arguments = {"task_id": "send", "message": "Hi", "recipients": recipients, "batch_size": 10}
+
+    with pytest.raises(SmsTransportError):
+        SmsSendOperator(**arguments).execute(context())
+    assert len(service.sent_bodies) == 1
+
+    requests_mock.post(f"{BASE_URL}/send", json=service)
+    result = SmsSendOperator(**arguments).execute(context())
+
+    assert [numbers_of(body)[0] for body in service.sent_bodies] == [
+        "33600000000",
+        "33600000010",
+        "33600000020",
+    ]
+    assert result["resumed_batches"] == 1
+    assert result["tickets"] == ["101", "102", "103"]
+    assert result["sent"] == 25
+
+
+def test_a_resumed_gate_counts_sent_batches_at_their_real_cost(requests_mock):
+    service = Service(credits=100)
+    requests_mock.post(f"{BASE_URL}/send/simulate", json=service)
+    requests_mock.post(f"{BASE_URL}/send", [{"json": service}, {"exc": requests.ConnectTimeout("x")}])
+    recipients = [f"336000000{i:02d}" for i in range(20)]
+    arguments = {"task_id": "send", "message": "Hi", "recipients": recipients, "batch_size": 10}
+    with pytest.raises(SmsTransportError):
+        SmsSendOperator(**arguments, max_cost=20).execute(context())
+
+    requests_mock.post(f"{BASE_URL}/send", json=service)
+    with pytest.raises(AirflowFailException, match="cost 20 credits is over max_cost 19"):
+        SmsSendOperator(**arguments, max_cost=19).execute(context())
+    # Only the batch still to send was simulated again.
+    assert calls(requests_mock, "/send/simulate") == 2 + 1
+
+
+@pytest.mark.parametrize("kind", ["path", "text file", "binary file", "generator"])
+def test_recipients_from_a_file_or_a_one_shot_iterator(requests_mock, tmp_path: Path, kind):
+    service = Service().mount(requests_mock)
+    lines = ["value,gsmsmsid", "33612345678,a1", "", "33612345679", "+33 6 12 34 56 80,a3"]
+    path = tmp_path / "numbers.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sources: dict[str, Callable[[], Any]] = {
+        "path": lambda: path,
+        "text file": lambda: io.StringIO(path.read_text()),
+        "binary file": lambda: io.BytesIO(path.read_bytes()),
+        "generator": lambda: (line.split(",")[0] for line in lines[1:] if line),
+    }
+
+    result = SmsSendOperator(task_id="send", message="Hi", recipients=sources[kind](), max_cost=10).execute(
+        context()
+    )
+
+    (body,) = service.sent_bodies
+    assert numbers_of(body) == NUMBERS
+    assert result["cost"] == 3
+    if kind != "generator":
+        assert [gsm.get("gsmsmsid") for gsm in body["recipients"]["gsm"]] == ["a1", None, "a3"]
+
+
+def test_estimate_counts_parts_before_simulating(requests_mock, capsys):
+    Service().mount(requests_mock)
+    SmsSimulateOperator(task_id="sim", message="é" * 150 + "€" * 10, recipients=NUMBERS).execute(context())
+    out = capsys.readouterr().out
+    assert "2 SMS parts per recipient (GSM-7, 170 characters" in out
+    assert "about 6 SMS parts" in out
+    assert out.index("Estimate:") < out.index("POST /send/simulate")
+    assert TOKEN not in out
+
+
+def test_guard_keys_are_readable_bounded_and_never_shared():
+    assert guard_key("dag", "send", "manual__2030-01-01T00:00:00+00:00", -1) == (
+        "sms_send_guard:dag:send:manual__2030-01-01T00:00:00+00:00:-1"
+    )
+    # Characters a Variable key should not carry are replaced, and a hash keeps the key unique.
+    spaced, slashed = guard_key("dag", "send", "run 1", 0), guard_key("dag", "send", "run/1", 0)
+    assert spaced != slashed
+    assert " " not in spaced
+    assert "/" not in slashed
+    long_key = guard_key("d" * 250, "t" * 250, "r" * 250, 3)
+    assert len(long_key) <= 250
+    assert long_key != guard_key("d" * 250, "t" * 250, "r" * 250, 4)

@@ -1,0 +1,287 @@
+"""SmsWebhookTrigger and SmsNpaiTrigger against an httpx.MockTransport: events, retries, serialization."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_provider_sms import codec
+from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
+
+from .conftest import BASE_URL, TOKEN, connection_json
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+WEBHOOK = {
+    "webhook_id": "1839",
+    "type": "DLR",
+    "url": "https://crm.example.com/dlr",
+    "status": "live",
+    "signature": "f0e1d2",
+    "last_http_code": 200,
+}
+
+
+def answer(fmt: str, data: dict[str, Any], status_code: int = 200, **headers: str) -> httpx.Response:
+    return httpx.Response(status_code, content=codec.encode_response(data, fmt), headers=headers)
+
+
+def webhook_answer(fmt: str, status: str) -> httpx.Response:
+    return answer(fmt, {"status": 1, "message": "OK", "webhook": {**WEBHOOK, "status": status}})
+
+
+def npai_entry(id: str, campaign: int, destination: str = "33612345678") -> dict[str, Any]:
+    return {
+        "id": id,
+        "destination": destination,
+        "date": "2026-06-01 10:00:00",
+        "info1": "",
+        "info2": "",
+        "info3": "",
+        "info4": "",
+        "user_information": [],
+        "campaign_id": campaign,
+        "batch_id": None,
+    }
+
+
+class Service:
+    """A scripted service: answers in order (the last one repeats) and records every request."""
+
+    def __init__(self, *answers: httpx.Response | Handler | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        item = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(item, Exception):
+            raise item
+        return item(request) if callable(item) else item
+
+
+@pytest.fixture
+def conn(monkeypatch: pytest.MonkeyPatch, fmt: str) -> str:
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json(fmt))
+    return fmt
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The trigger's waits between polls, recorded (each still yields to the loop)."""
+    recorded: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args: Any) -> None:
+        recorded.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    return recorded
+
+
+def serve(monkeypatch: pytest.MonkeyPatch, service: Service) -> None:
+    """Route the triggers' HTTP client to ``service`` (everything else about the client is real)."""
+    build = SmsPollingTrigger._client
+    monkeypatch.setattr(
+        SmsPollingTrigger, "_client", lambda self, s: build(self, s, transport=httpx.MockTransport(service))
+    )
+
+
+async def first_event(trigger: SmsPollingTrigger) -> dict[str, Any]:
+    # Bounded: a trigger that never yields fails the test instead of hanging it.
+    async def consume() -> dict[str, Any]:
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger ended without an event")
+
+    return await asyncio.wait_for(consume(), timeout=30)
+
+
+# ------------------------------------------------------------------------------------ serialization
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        SmsWebhookTrigger(webhook_id="1839", require_healthy=True, sms_conn_id="sms_x", poke_interval=15),
+        SmsNpaiTrigger(
+            campaign_id="42",
+            destinations=["+33 6 12 34 56 78"],
+            since="2026-10-25T02:15:00+01:00",
+            min_entries=2,
+            exponential_backoff=True,
+            max_wait=120,
+        ),
+        SmsNpaiTrigger(),
+    ],
+)
+def test_serialize_round_trips_through_the_classpath(trigger):
+    classpath, kwargs = trigger.serialize()
+
+    module, _, name = classpath.rpartition(".")
+    assert module == "airflow_provider_sms.triggers.sms"
+    rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    json.dumps(kwargs)  # plain values only: the triggerer stores them
+    assert TOKEN not in repr(kwargs)
+
+
+# --------------------------------------------------------------------------------- webhook trigger
+
+
+async def test_webhook_trigger_yields_success_once_live(conn, monkeypatch, waits):
+    service = Service(webhook_answer(conn, "disabled"), webhook_answer(conn, "live"))
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", poke_interval=7))
+
+    assert payload == {"status": "success", "webhook": WEBHOOK}
+    assert waits == [7]
+    assert [(r.method, str(r.url)) for r in service.requests] == [("GET", f"{BASE_URL}/webhook/1839")] * 2
+    request = service.requests[0]
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["Accept"] == codec.CONTENT_TYPES[conn]
+    assert TOKEN not in json.dumps(payload)
+
+
+@pytest.mark.parametrize("http", [200, 404])
+async def test_webhook_trigger_yields_error_on_unknown_id(conn, monkeypatch, waits, http):
+    service = Service(answer(conn, {"status": -5, "message": "Webhook not found"}, http))
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="nope"))
+
+    assert payload["status"] == "error"
+    assert payload["error"] == "not_found"
+    assert payload["api_status"] == -5
+    assert "Webhook not found" in payload["message"]
+    assert len(service.requests) == 1
+    assert waits == []
+
+
+async def test_rejected_token_yields_an_auth_error(conn, monkeypatch, waits, capfd):
+    serve(monkeypatch, Service(answer(conn, {"status": -1, "message": "Authentication error"}, 401)))
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839"))
+
+    assert (payload["status"], payload["error"]) == ("error", "auth")
+    assert TOKEN not in json.dumps(payload)
+    output = capfd.readouterr()
+    assert "Authentication error" in output.out + output.err  # the trigger did log the failure...
+    assert TOKEN not in output.out + output.err  # ...without the token
+
+
+async def test_webhook_trigger_survives_503_429_and_a_dropped_connection(conn, monkeypatch, waits):
+    service = Service(
+        httpx.Response(503),
+        answer(conn, {"status": -99, "message": "busy"}, 429, **{"Retry-After": "12"}),
+        httpx.ConnectError("connection refused"),
+        webhook_answer(conn, "live"),
+    )
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", poke_interval=2))
+
+    assert payload["status"] == "success"
+    assert len(service.requests) == 4
+    assert waits == [2, 12, 2]  # Retry-After is honoured when longer than the poke interval
+
+
+async def test_exponential_backoff_doubles_the_wait_up_to_max_wait(conn, monkeypatch, waits):
+    serve(monkeypatch, Service(*[webhook_answer(conn, "disabled")] * 5, webhook_answer(conn, "live")))
+
+    trigger = SmsWebhookTrigger(webhook_id="1839", poke_interval=3, exponential_backoff=True, max_wait=20)
+    payload = await first_event(trigger)
+
+    assert payload["status"] == "success"
+    assert waits == [3, 6, 12, 20, 20]
+
+
+async def test_require_healthy_waits_for_a_2xx_last_call(conn, monkeypatch, waits):
+    unhealthy = answer(conn, {"status": 1, "message": "OK", "webhook": {**WEBHOOK, "last_http_code": 502}})
+    serve(monkeypatch, Service(unhealthy, webhook_answer(conn, "live")))
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", require_healthy=True, poke_interval=1))
+
+    assert payload["webhook"]["last_http_code"] == 200
+    assert waits == [1]
+
+
+async def test_unreadable_answer_yields_an_api_error(conn, monkeypatch, waits):
+    serve(monkeypatch, Service(httpx.Response(200, content=b"<html>maintenance</html>")))
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839"))
+
+    assert (payload["status"], payload["error"]) == ("error", "api")
+    assert "GET /webhook/1839" in payload["message"]
+
+
+async def test_missing_connection_yields_a_connection_error(monkeypatch, waits):
+    monkeypatch.delenv("AIRFLOW_CONN_SMS_MISSING", raising=False)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", sms_conn_id="sms_missing"))
+
+    assert (payload["status"], payload["error"]) == ("error", "connection")
+    assert "sms_missing" in payload["message"]
+
+
+async def test_bad_webhook_id_yields_a_validation_error_without_a_request(conn, monkeypatch, waits):
+    service = Service(webhook_answer(conn, "live"))
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="a/b"))
+
+    assert (payload["status"], payload["error"]) == ("error", "validation")
+    assert service.requests == []
+
+
+# ------------------------------------------------------------------------------------ NPAI trigger
+
+
+async def test_npai_trigger_reads_every_page_until_enough_entries_match(conn, monkeypatch, waits):
+    page1 = [npai_entry(str(i), campaign=1, destination=f"3360000{i:04d}") for i in range(1000)]
+
+    def npai(entries: list[dict[str, Any]], total: int) -> httpx.Response:
+        return answer(conn, {"status": 1, "message": "OK", "list": entries, "totalRecords": total})
+
+    service = Service(
+        npai(page1, 1000),  # first poll: campaign 9 has no entry yet
+        npai(page1, 1001),  # second poll: the entry appeared, on page 2
+        npai([npai_entry("1000", campaign=9, destination="33699999999")], 1001),
+    )
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsNpaiTrigger(campaign_id="9", poke_interval=4))
+
+    assert payload["status"] == "success"
+    assert payload["npai"]["count"] == 1
+    assert payload["npai"]["destinations"] == ["33699999999"]
+    assert payload["npai"]["entries"][0]["campaign_id"] == 9
+    assert [dict(r.url.params) for r in service.requests] == [
+        {"start": "0", "length": "1000"},
+        {"start": "0", "length": "1000"},
+        {"start": "1000", "length": "1000"},
+    ]
+    assert waits == [4]
+
+
+async def test_npai_trigger_survives_a_503_in_the_middle_of_the_pages(conn, monkeypatch, waits):
+    entries = [npai_entry("1", campaign=5), npai_entry("2", campaign=5, destination="33611111111")]
+    service = Service(
+        answer(conn, {"status": 1, "message": "OK", "list": entries[:1], "totalRecords": 2}),
+        httpx.Response(503),
+        answer(conn, {"status": 1, "message": "OK", "list": entries, "totalRecords": 2}),
+    )
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsNpaiTrigger(campaign_id=5, min_entries=2, poke_interval=1))
+
+    assert payload["npai"]["count"] == 2
+    assert waits == [1]
