@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(AIRFLOW_VERSION)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" "apache-airflow==$(AIRFLOW_VERSION)"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test,bench]" "apache-airflow==$(AIRFLOW_VERSION)"
 	rm -f $(VENV)/.installed-*
 	touch $@
 

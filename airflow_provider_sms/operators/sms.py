@@ -456,8 +456,8 @@ class SmsSendBaseOperator(SmsBaseOperator):
                     f"{[r.ticket for r in results]}). To check: {_CHECK_HOW}. The send guard is the Airflow "
                     f"Variable {guard.key!r}."
                 ) from None
-            except (SmsTransportError, SmsApiError):
-                # The service refused the request or never received it: nothing was created.
+            except (SmsTransportError, SmsApiError, SmsValidationError):
+                # Refused before sending, never received, or answered with an error: nothing was created.
                 guard.release(index)
                 raise
             self.log.info("Batch %s/%s sent: ticket %s; recording it", index + 1, total, result.ticket)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,10 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     real_sleep = asyncio.sleep
 
     async def fake_sleep(delay: float, *args: Any) -> None:
+        # Event loops of other threads (the session's sandbox server) keep their real sleeps.
+        if threading.current_thread() is not threading.main_thread():
+            await real_sleep(delay, *args)
+            return
         recorded.append(delay)
         await real_sleep(0)
 
