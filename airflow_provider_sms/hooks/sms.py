@@ -295,6 +295,34 @@ class SmsHook(BaseHook):
     # ------------------------------------------------------------------------------ connection
 
     @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Extra fields of the connection form for Airflow 3.0/3.1 (3.2+ reads ``conn-fields``)."""
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import BooleanField, StringField
+        from wtforms.validators import AnyOf, Optional
+
+        return {
+            "format": StringField(
+                lazy_gettext("Wire format"),
+                widget=BS3TextFieldWidget(),
+                validators=[Optional(), AnyOf(["json", "xml"])],
+                default="json",
+                description="json (default) or xml",
+            ),
+            "timeout": StringField(
+                lazy_gettext("Timeout (seconds)"),
+                widget=BS3TextFieldWidget(),
+                validators=[Optional()],
+                default="30",
+            ),
+            "default_sender": StringField(
+                lazy_gettext("Default sender"), widget=BS3TextFieldWidget(), validators=[Optional()]
+            ),
+            "verify": BooleanField(lazy_gettext("Verify TLS certificate"), default=True),
+        }
+
+    @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Labels and hidden fields of the connection form (Airflow < 3.2 reads this)."""
         return {

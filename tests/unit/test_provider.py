@@ -163,3 +163,27 @@ def test_test_connection_unreachable(make_hook, requests_mock):
     assert ok is False
     assert "Could not reach the service" in message
     assert requests_mock.call_count == 1  # the Test button does not wait through retries
+
+
+def test_airflow_ui_form_metadata_for_the_sms_connection_type():
+    """What Airflow's own UI service builds for the connection form (labels, hidden fields, extras)."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    (meta,) = [hook for hook in HookMetaService.hook_meta_data() if hook.connection_type == "sms"]
+    form = meta.model_dump()
+
+    standard = form["standard_fields"]
+    assert (standard["host"]["title"], standard["host"]["hidden"]) == ("Base URL", False)
+    assert standard["host"]["placeholder"].startswith("https://")
+    assert (standard["password"]["title"], standard["password"]["hidden"]) == ("Access token", False)
+    assert all(standard[name]["hidden"] for name in ("login", "port", "url_schema"))
+    extras = {
+        name: (field["schema"].get("title"), field["value"]) for name, field in form["extra_fields"].items()
+    }
+    assert extras == {
+        "format": ("Wire format", "json"),
+        "timeout": ("Timeout (seconds)", 30),
+        "default_sender": ("Default sender", None),
+        "verify": ("Verify TLS certificate", True),
+    }
+    assert form["extra_fields"]["format"]["schema"]["enum"] == ["json", "xml"]
