@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, task
+
 from airflow_provider_sms.operators.sms import SmsSendOperator, SmsSimulateOperator
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 
