@@ -10,6 +10,7 @@ from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import PushType
+from airflow_provider_sms.send_window import SendWindowMode, apply_marketing_rules, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -34,6 +35,10 @@ class SmsNotifier(BaseNotifier):
     :param text: the SMS text. Templated (the callback's context: ``ti``, ``dag``, ``ds``...).
     :param recipients: telephone numbers, international format. Templated.
     :param pushtype: ``alert`` (default; may be sent at any hour) or ``marketing``.
+    :param send_window: for a ``marketing`` notification sent outside the marketing window (08:00-20:00
+        Europe/Paris, Monday to Saturday, no French public holidays): ``postpone`` (default: it is
+        delayed to the next allowed time), ``fail`` (not sent; the error names the next allowed time)
+        or ``ignore``. Alerts are never moved.
     :param sms_conn_id: the Airflow connection of type ``sms``.
     :param sender: custom sender; defaults to the connection's ``default_sender``.
     """
@@ -47,14 +52,17 @@ class SmsNotifier(BaseNotifier):
         pushtype: PushType = "alert",
         sms_conn_id: str = SmsHook.default_conn_name,
         sender: str | None = None,
+        send_window: SendWindowMode = "postpone",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_mode(send_window)
         self.text = text
         self.recipients = recipients
         self.pushtype = pushtype
         self.sms_conn_id = sms_conn_id
         self.sender = sender
+        self.send_window = send_window
 
     @cached_property
     def hook(self) -> SmsHook:
@@ -63,11 +71,13 @@ class SmsNotifier(BaseNotifier):
 
     def notify(self, context: Context) -> None:
         """Send the SMS (once); errors are raised for the callback runner to log."""
-        message: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
+        data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
         if self.sender:
-            message["sender"] = self.sender
+            data["sender"] = self.sender
+        message = apply_marketing_rules(self.hook.prepare_message(data), self.send_window, logger=self.log)
         result = self.hook.send(message, self.recipients)
-        self.log.info("SMS notification sent: %s", result.summary())
+        delay = f", delayed to {message.delay} Europe/Paris" if message.delay else ""
+        self.log.info("SMS notification sent: %s%s", result.summary(), delay)
 
 
 send_sms_notification = SmsNotifier

@@ -27,6 +27,7 @@ from airflow_provider_sms.guard import SendGuard, fingerprint
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
 from airflow_provider_sms.segments import count_parts
+from airflow_provider_sms.send_window import SendWindowMode, apply_marketing_rules, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -133,10 +134,16 @@ class SmsBaseOperator(BaseOperator):
     :param delay: when to send: an aware datetime, an ISO-8601 string with offset (e.g.
         ``"{{ data_interval_end }}"``) or ``Y-m-d H:i:s`` in Europe/Paris. Templated.
     :param batch_size: numbers per request for large campaigns (default 10,000).
+    :param send_window: what to do with a ``marketing`` message whose send time (``delay``, or now
+        when there is none) is outside the marketing window (08:00-20:00 Europe/Paris, Monday to
+        Saturday, no French public holidays; see :mod:`airflow_provider_sms.send_window`):
+        ``postpone`` (default: the delay becomes the next allowed time, both logged), ``fail`` (the
+        task fails before any request, naming the next allowed time) or ``ignore`` (for accounts with
+        another agreement). Alerts are never moved. Templated.
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay")
+    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay", "send_window")
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -147,17 +154,22 @@ class SmsBaseOperator(BaseOperator):
         lists: Any = None,
         delay: Any = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        send_window: SendWindowMode | str = "postpone",
         sms_conn_id: str = SmsHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if batch_size < 1:
             raise SmsValidationError(f"batch_size={batch_size!r}: must be >= 1", [("batch_size", ">= 1")])
+        if "{{" not in str(send_window):
+            # A template is checked once rendered, in execute(); anything else fails at DAG parse time.
+            check_mode(send_window)
         self.message = message
         self.recipients = recipients
         self.lists = lists
         self.delay = delay
         self.batch_size = batch_size
+        self.send_window = send_window
         self.sms_conn_id = sms_conn_id
 
     @cached_property
@@ -166,10 +178,10 @@ class SmsBaseOperator(BaseOperator):
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def _message_to_send(self) -> Message:
-        """The validated message, with the operator's ``delay`` merged in.
+        """The validated message, with the operator's ``delay`` merged in and the send window applied.
 
         Everything that decides the final message, its delay included, happens here, before any
-        request: this is where a rule on the effective send time belongs.
+        request: a marketing message outside the send window is postponed (or refused) here.
         """
         data: dict[str, Any]
         if isinstance(self.message, str):
@@ -186,7 +198,7 @@ class SmsBaseOperator(BaseOperator):
                 message = "delay: given both as the operator's delay and in message; give it once"
                 raise SmsValidationError(message, [("delay", message)])
             data["delay"] = self.delay
-        return self.hook.prepare_message(data)
+        return apply_marketing_rules(self.hook.prepare_message(data), self.send_window, logger=self.log)
 
     def _campaign(self, message: Message) -> _Campaign:
         """Check the recipients or lists (no request made) and log the estimate of SMS parts."""
@@ -227,17 +239,19 @@ class SmsSimulateOperator(SmsBaseOperator):
     """Simulate a campaign to numbers (``/send/simulate``) or lists (``/send/lists/simulate``).
 
     Nothing is created or spent. Returns (XCom) the figures as a dict: ``cost``, ``credits`` (balance
-    after such a campaign), ``total``, ``sent``, each filtered count and ``filtered``, plus
-    ``batches`` and the local ``estimate`` of SMS parts. Large recipient sets are simulated in
-    batches and added up.
+    after such a campaign), ``total``, ``sent``, each filtered count and ``filtered``, plus ``delay``
+    (Paris time, after the send window), ``batches`` and the local ``estimate`` of SMS parts. Large
+    recipient sets are simulated in batches and added up.
 
     :param message: see :class:`SmsBaseOperator`.
     :param recipients: see :class:`SmsBaseOperator`; give this or ``lists``.
     :param lists: see :class:`SmsBaseOperator`.
+    :param send_window: see :class:`SmsBaseOperator`; a simulation is of the campaign as it would be
+        sent, so a marketing one is postponed (or refused) the same way.
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay")
+    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay", "send_window")
 
     def __init__(
         self,
@@ -258,7 +272,12 @@ class SmsSimulateOperator(SmsBaseOperator):
             campaign = self._campaign(self._message_to_send())
             figures = simulate_all(campaign, self.log)
         self.log.info("Simulation: %s", _summary(figures))
-        return {**figures, "batches": campaign.plan.batches, "estimate": self._estimate(campaign)}
+        return {
+            **figures,
+            "delay": campaign.message.delay,
+            "batches": campaign.plan.batches,
+            "estimate": self._estimate(campaign),
+        }
 
 
 def simulate_all(
@@ -301,6 +320,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         "recipients",
         "lists",
         "delay",
+        "send_window",
         "max_cost",
         "max_filtered_ratio",
         "min_credits_after",
@@ -343,7 +363,12 @@ class SmsSendBaseOperator(SmsBaseOperator):
             results = self._send_batches(campaign, guard, sent)
         figures = combine(results, duplicates=campaign.plan.duplicates)
         tickets = [result.ticket for result in results]
-        self.log.info("Sent: %s, tickets %s", _summary(figures), ", ".join(map(str, tickets)))
+        self.log.info(
+            "Sent: %s, tickets %s, delay %s",
+            _summary(figures),
+            ", ".join(map(str, tickets)),
+            f"{message.delay} Europe/Paris" if message.delay else "none (sent now)",
+        )
         return {
             "ticket": tickets[0],
             "tickets": tickets,
@@ -479,13 +504,15 @@ class SmsSendOperator(SmsSendBaseOperator):
 
     Large recipient sets are sent in batches of ``batch_size`` (default 10,000), each recorded in the
     send guard, so a retry resumes after the last confirmed batch. Returns (XCom) a dict: ``ticket``
-    (of the first batch) and ``tickets``, the figures added up, ``delay`` (as sent, Paris time),
-    ``batches``, ``resumed_batches``, ``estimate``, and ``simulation``/``gate`` when a gate was set.
+    (of the first batch) and ``tickets``, the figures added up, ``delay`` (as sent, Paris time, after
+    the send window), ``batches``, ``resumed_batches``, ``estimate``, and ``simulation``/``gate`` when
+    a gate was set.
 
     :param message: see :class:`SmsBaseOperator`.
     :param recipients: see :class:`SmsBaseOperator`.
     :param max_cost: see :class:`SmsSendBaseOperator`.
     :param on_cost_exceeded: see :class:`SmsSendBaseOperator`.
+    :param send_window: see :class:`SmsBaseOperator` (``postpone``, ``fail`` or ``ignore``).
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
@@ -518,6 +545,7 @@ class SmsSendListsOperator(SmsSendBaseOperator):
     :param lists: list ids (ints, digit strings or ``{"value": id}``). Templated.
     :param max_cost: see :class:`SmsSendBaseOperator`.
     :param on_cost_exceeded: see :class:`SmsSendBaseOperator`.
+    :param send_window: see :class:`SmsBaseOperator` (``postpone``, ``fail`` or ``ignore``).
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 

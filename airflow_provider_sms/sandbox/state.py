@@ -1,4 +1,9 @@
-"""The sandbox's account: seeds, filtering rules, credits, faults. Per process and thread-safe."""
+"""The sandbox's account: seeds, filtering rules, credits, faults. Per process and thread-safe.
+
+Like the service, it refuses a ``marketing`` campaign (send or simulation) whose send time, the delay
+or now, is outside the marketing window (:mod:`airflow_provider_sms.send_window`): status -7 (HTTP
+400), with a message naming the rule and the next allowed time.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from airflow_provider_sms.models import (
     format_errors,
 )
 from airflow_provider_sms.segments import count_parts
+from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
 
 SHORT_URL_BASE = "https://sms.sb/"
 
@@ -199,7 +205,26 @@ class SandboxState:
             raise SmsApiError(status, "; ".join(f"{name}: {text}" for name, text in errors)) from None
         if sends and message.links and message.pushtype is None:
             raise SmsApiError(-7, "message.pushtype is required with short URLs")
+        if message.pushtype == "marketing":
+            self._check_send_window(message)
         return message
+
+    @staticmethod
+    def _check_send_window(message: Message) -> None:
+        """Refuse (status -7, HTTP 400) a marketing campaign sent outside the marketing window.
+
+        The effective send time is the delay, or now. Simulations are refused alike, so that a
+        simulation never promises a campaign the send would refuse.
+        """
+        when = effective_send_time(message)
+        allowed = next_allowed(when)
+        if allowed != when:
+            field = f"message.delay {message.delay}" if message.delay else "sending now"
+            raise SmsApiError(
+                -7,
+                f"{field}: outside the marketing send window ({RULE}); "
+                f"next allowed time: {describe(allowed)}",
+            )
 
     def _list_numbers(self, ids: list[Any]) -> list[str]:
         if not ids:

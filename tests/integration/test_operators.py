@@ -40,6 +40,8 @@ def connection(request: pytest.FixtureRequest, sms_sandbox: Any, monkeypatch: py
             "text": "Soldes d\u2019\u00e9t\u00e9 : -50 % sur tout <-short->",
             "pushtype": "marketing",
             "links": ["https://example.com/s"],
+            # Inside the marketing send window (Saturday 10:00 Paris), whatever time the test runs.
+            "delay": "2030-06-01T08:00:00+00:00",
         },
         {"text": "x" * 200, "pushtype": "alert", "delay": "2030-06-01T08:00:00+00:00"},
     ],

@@ -96,6 +96,8 @@ def test_short_urls_replace_markers_and_count_in_the_length(hook, sms_sandbox):
     message = {
         "text": "Sale: <-short-> and <-short->",
         "pushtype": "marketing",
+        # Inside the marketing send window (a Saturday, 10:00 Paris), whatever time the test runs.
+        "delay": "2030-06-01 10:00:00",
         "links": ["https://a.example.com/x", "https://b.example.com/y?a=1&b=2"],
     }
 
