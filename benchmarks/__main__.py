@@ -49,7 +49,7 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
         "http": lambda: cases_http.webhook_cases(sizes.calls, sizes.http_reps),
         "send": lambda: [cases_http.batched_send_case(sizes.recipients)],
         "import": lambda: [cases_startup.import_case(sizes.process_reps)],
-        "dag": lambda: [cases_startup.dag_parse_case(dag, sizes.process_reps)],
+        "dag": lambda: cases_startup.dag_parse_cases(dag, sizes.process_reps),
     }
 
 

@@ -10,30 +10,35 @@ from urllib.parse import urlsplit
 
 import httpx
 import pendulum
-from fastapi import FastAPI, Request, Response
+from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.delay import PARIS
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import NpaiList
-from airflow_provider_sms.sandbox.state import Faults, SandboxState
-
-log = logging.getLogger(__name__)
+from airflow_provider_sms.sandbox.state import CAMPAIGN_PATHS, COUNTRY_CODES, Faults, SandboxState
 
 # HTTP status of each error status (the real service's codes are not documented; these are ours).
+# -8 is 200: the campaign exists and may still go out, exactly like a success.
 HTTP_STATUS = {-1: 401, -2: 400, -3: 402, -4: 400, -5: 404, -6: 400, -7: 400, -8: 200, -99: 500}
-MAX_SLOW = 120.0
-SEND_PATHS = ("/send", "/send/lists")
-CAMPAIGN_PATHS = ("/send", "/send/lists", "/send/simulate", "/send/lists/simulate")
+INSPECTION_PREFIX = "/_sandbox"
+# The webhook delivery reports go to, and the only hosts they may go to.
+DLR_WEBHOOK_ID = "1"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
 def response_format(request: Request) -> codec.WireFormat:
-    # Like the real service: XML unless JSON is asked for.
+    """The answer's format: JSON if ``Accept`` asks for it, else XML (like the real service)."""
+    if request.url.path.startswith(INSPECTION_PREFIX):
+        return "json"
     return "json" if "json" in request.headers.get("accept", "") else "xml"
 
 
 def body_format(request: Request, body: bytes) -> codec.WireFormat:
+    """The request body's format: from ``Content-Type``, else sniffed from its first character."""
     content_type = request.headers.get("content-type", "")
     if "xml" in content_type:
         return "xml"
@@ -45,6 +50,7 @@ def body_format(request: Request, body: bytes) -> codec.WireFormat:
 def answer(
     data: Any, fmt: codec.WireFormat, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
+    """Encode ``data`` as the service would (codec), in ``fmt``."""
     return Response(
         codec.encode_response(data, fmt),
         status_code=status_code,
@@ -53,9 +59,17 @@ def answer(
     )
 
 
-def error(exc: SmsApiError, fmt: codec.WireFormat) -> Response:
-    status = exc.status if exc.status is not None else -99
-    return answer({"status": status, "message": exc.message}, fmt, HTTP_STATUS.get(status, 400))
+def error(status: int, message: str, fmt: codec.WireFormat) -> Response:
+    """The error envelope ``{status, message}`` (XML root ``response``) with its HTTP code."""
+    return answer({"status": status, "message": message}, fmt, HTTP_STATUS.get(status, 400))
+
+
+def api_error(exc: SmsApiError, fmt: codec.WireFormat) -> Response:
+    return error(exc.status if exc.status is not None else -99, exc.message, fmt)
+
+
+class DroppedConnection(ConnectionAbortedError):
+    """Raised mid-answer to make the server cut the connection (the ``drop_after_record`` fault)."""
 
 
 class DroppedResponse(Response):
@@ -64,18 +78,49 @@ class DroppedResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4096")]})
         await send({"type": "http.response.body", "body": b'{"status":1,', "more_body": True})
-        raise ConnectionAbortedError("sandbox fault: connection dropped after the campaign was recorded")
+        raise DroppedConnection("sandbox fault: connection dropped after the campaign was recorded")
+
+
+class _QuietDroppedConnection(logging.Filter):
+    """Keep uvicorn from logging a traceback for a connection the sandbox drops on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], DroppedConnection))
 
 
 def create_app(state: SandboxState, token: str) -> FastAPI:
-    """Build the sandbox application around ``state``, accepting ``Authorization: Bearer <token>``."""
+    """Build the sandbox application around ``state``.
+
+    :param state: the account the endpoints read and change.
+    :param token: the access token accepted in ``Authorization: Bearer <token>``.
+    """
     app = FastAPI(title="SMS service sandbox", docs_url=None, redoc_url=None, openapi_url=None)
+    uvicorn_errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDroppedConnection) for f in uvicorn_errors.filters):
+        uvicorn_errors.addFilter(_QuietDroppedConnection())
+    expected_authorization = f"Bearer {token}"
 
-    def authorized(request: Request) -> bool:
-        return request.headers.get("authorization", "") == f"Bearer {token}"
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        # Bad query parameters (GET /npai) or inspection payloads: a data error naming the field.
+        problems = "; ".join(
+            ".".join(str(part) for part in err["loc"] if part not in ("body", "query", "path"))
+            + ": "
+            + str(err["msg"]).removeprefix("Value error, ")
+            for err in exc.errors()
+        )
+        return error(-7, problems, response_format(request))
 
-    def fault_response(path: str, fmt: codec.WireFormat, sends: bool) -> Response | None:
-        fault = state.take_fault(path, sends)
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # A sandbox bug still answers in the service's shape: status -99, unknown error.
+        return error(-99, f"sandbox error: {type(exc).__name__}: {exc}", response_format(request))
+
+    def refused(request: Request, path: str, fmt: codec.WireFormat) -> Response | None:
+        """The answer given before any work: wrong token, then an injected 429 or HTTP error."""
+        if request.headers.get("authorization", "") != expected_authorization:
+            return error(-1, "invalid or missing access token", fmt)
+        fault = state.take_fault(path)
         if fault is None:
             return None
         kind, value = fault
@@ -83,80 +128,74 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
             return answer(
                 {"status": -99, "message": "Too many requests"}, fmt, 429, {"Retry-After": f"{value:g}"}
             )
-        if kind == "http_error":
-            return Response(
-                f"<html><body><h1>{value} sandbox fault</h1></body></html>", value, media_type="text/html"
-            )
-        return None
+        # What a proxy in front of a failing service answers: HTML, not the service's envelope.
+        code = int(value)
+        return Response(
+            f"<html><body><h1>{code} sandbox fault</h1></body></html>", code, media_type="text/html"
+        )
 
-    def pause() -> None:
-        if state.faults.slow:
-            time.sleep(min(state.faults.slow, MAX_SLOW))
+    def pause(path: str) -> None:
+        """The ``slow`` fault (runs in a worker thread, never on the event loop)."""
+        seconds = state.slowness(path)
+        if seconds:
+            time.sleep(seconds)
 
-    def campaign(path: str):  # one handler per campaign endpoint
-        def handler(request_body: bytes, request: Request) -> Response:
-            fmt = response_format(request)
-            sends = path in SEND_PATHS
-            if not authorized(request):
-                return error(SmsApiError(-1, "invalid or missing access token"), fmt)
-            faulty = fault_response(path, fmt, sends=False)
-            if faulty is not None:
-                return faulty
-            try:
-                campaign_request = codec.decode_request(request_body, body_format(request, request_body))
-                result, record = state.campaign(path, campaign_request)
-            except SmsApiError as exc:
-                return error(exc, fmt)
-            fault = state.take_fault(path, sends) if sends else None
-            pause()
-            if record is not None and state.config.dlr:
-                _post_delivery_reports(state, record)
-            if fault and fault[0] == "maybe_sent":
-                return answer({"status": -8, "message": "Campaign held for moderation"}, fmt)
-            if fault and fault[0] == "drop_after_record":
-                return DroppedResponse()
-            return answer(result, fmt)
+    def campaign(path: str, body: bytes, request: Request) -> Response:
+        fmt = response_format(request)
+        early = refused(request, path, fmt)
+        if early is not None:
+            return early
+        try:
+            result, record = state.campaign(path, codec.decode_request(body, body_format(request, body)))
+        except SmsApiError as exc:
+            return api_error(exc, fmt)
+        fault = state.take_send_fault(path) if record is not None else None
+        pause(path)
+        if record is not None and state.config.dlr:
+            _post_delivery_reports(state, record)
+        if fault == "maybe_sent":
+            return error(-8, "Campaign held for moderation", fmt)
+        if fault == "drop_after_record":
+            return DroppedResponse()
+        return answer(result, fmt)
 
-        return handler
-
-    for path in CAMPAIGN_PATHS:
-        endpoint = campaign(path)
-
-        async def route(request: Request, _endpoint: Any = endpoint) -> Response:
+    def add_campaign_route(path: str) -> None:
+        async def route(request: Request) -> Response:
             body = await request.body()
-            # The handler may sleep (slow fault): keep it off the event loop.
-            from starlette.concurrency import run_in_threadpool
-
-            return await run_in_threadpool(_endpoint, body, request)
+            # The work takes the state's lock and may sleep (slow fault): keep it off the event loop.
+            return await run_in_threadpool(campaign, path, body, request)
 
         app.add_api_route(path, route, methods=["POST"], name=path)
+
+    for path in CAMPAIGN_PATHS:
+        add_campaign_route(path)
 
     @app.get("/webhook/{webhook_id}")
     def get_webhook(webhook_id: str, request: Request) -> Response:
         fmt = response_format(request)
-        if not authorized(request):
-            return error(SmsApiError(-1, "invalid or missing access token"), fmt)
-        faulty = fault_response("/webhook", fmt, sends=False)
-        if faulty is not None:
-            return faulty
-        pause()
+        early = refused(request, "/webhook", fmt)
+        if early is not None:
+            return early
+        pause("/webhook")
         try:
             webhook = state.webhook(webhook_id)
         except SmsApiError as exc:
-            return error(exc, fmt)
+            return api_error(exc, fmt)
         return answer({"status": 1, "message": "OK", "webhook": webhook.model_dump()}, fmt)
 
     @app.get("/npai")
-    def get_npai(request: Request, start: int = 0, length: int | None = None) -> Response:
+    def get_npai(
+        request: Request, start: int = Query(0, ge=0), length: int | None = Query(None, ge=0)
+    ) -> Response:
+        # Paging is not shown in the interface; start/length follow the service's other list endpoints,
+        # but without them the whole list is returned (the interface shows no paging).
         fmt = response_format(request)
-        if not authorized(request):
-            return error(SmsApiError(-1, "invalid or missing access token"), fmt)
-        faulty = fault_response("/npai", fmt, sends=False)
-        if faulty is not None:
-            return faulty
-        pause()
+        early = refused(request, "/npai", fmt)
+        if early is not None:
+            return early
+        pause("/npai")
         entries = list(state.npai)
-        page = entries[max(start, 0) :][: length if length is not None and length >= 0 else None]
+        page = entries[start:] if length is None else entries[start : start + length]
         listing = NpaiList(
             status=1, message="OK", list=page, totalRecords=len(entries), totalDisplayRecords=len(page)
         )
@@ -164,54 +203,76 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
 
     # ---------------------------------------------------------------- inspection (tests, demos)
 
-    @app.get("/_sandbox/campaigns")
+    @app.get(f"{INSPECTION_PREFIX}/campaigns")
     def campaigns() -> list[dict[str, Any]]:
         return list(state.campaigns)
 
-    @app.post("/_sandbox/reset")
+    @app.post(f"{INSPECTION_PREFIX}/reset")
     def reset() -> dict[str, str]:
         state.reset()
         return {"status": "reset"}
 
-    @app.get("/_sandbox/credits")
+    @app.get(f"{INSPECTION_PREFIX}/credits")
     def get_credits() -> dict[str, int]:
         return {"credits": state.credits}
 
-    @app.post("/_sandbox/credits")
+    @app.post(f"{INSPECTION_PREFIX}/credits")
     def set_credits(payload: dict[str, int]) -> dict[str, int]:
-        state.credits = int(payload["credits"])
-        return {"credits": state.credits}
+        try:
+            return {"credits": state.set_credits(payload["credits"])}
+        except (KeyError, ValueError) as exc:
+            raise SmsApiError(-7, f"credits: {exc}") from None
 
-    @app.post("/_sandbox/faults")
-    def set_faults(payload: dict[str, Any]) -> dict[str, Any]:
-        state.faults = Faults(**payload)
-        return payload
+    @app.get(f"{INSPECTION_PREFIX}/faults")
+    def get_faults() -> dict[str, Any]:
+        return state.faults.model_dump()
 
-    @app.delete("/_sandbox/faults")
-    def clear_faults() -> dict[str, str]:
+    @app.post(f"{INSPECTION_PREFIX}/faults")
+    def set_faults(faults: Faults) -> dict[str, Any]:
+        state.faults = faults
+        return faults.model_dump()
+
+    @app.delete(f"{INSPECTION_PREFIX}/faults")
+    def clear_faults() -> dict[str, Any]:
         state.faults = Faults()
-        return {"status": "cleared"}
+        return state.faults.model_dump()
 
-    @app.get("/_sandbox/npai")
+    @app.get(f"{INSPECTION_PREFIX}/npai")
     def npai() -> list[dict[str, Any]]:
         return [entry.model_dump() for entry in state.npai]
 
-    @app.post("/_sandbox/npai")
-    def add_npai(payload: dict[str, Any]) -> dict[str, Any]:
-        return state.add_npai(**payload).model_dump()
+    @app.post(f"{INSPECTION_PREFIX}/npai")
+    def add_npai(
+        destination: str = Body(),
+        campaign_id: int | None = Body(None),
+        date: str | None = Body(None),
+    ) -> dict[str, Any]:
+        return state.add_npai(destination, campaign_id, date).model_dump()
 
-    @app.post("/_sandbox/webhooks/{webhook_id}")
+    @app.post(f"{INSPECTION_PREFIX}/webhooks/{{webhook_id}}")
     def set_webhook(webhook_id: str, payload: dict[str, Any]) -> dict[str, Any]:
         return state.set_webhook(webhook_id, payload).model_dump()
+
+    @app.exception_handler(SmsApiError)
+    async def inspection_error(request: Request, exc: SmsApiError) -> Response:
+        return api_error(exc, response_format(request))
 
     return app
 
 
 def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
-    """POST one delivery report per recipient with a gsmsmsid to DLR webhook "1" (loopback only)."""
-    webhook = state.webhooks.get("1")
-    if not webhook or urlsplit(webhook["url"]).hostname not in ("127.0.0.1", "localhost"):
+    """POST one delivery report per sent recipient with a gsmsmsid to DLR webhook "1", loopback only.
+
+    Runs in a thread of its own, so the send's answer does not wait for the receiver. Every report says
+    ``status`` 3 (delivered); ``last_http_code`` keeps the code of the latest call (0: no answer).
+    """
+    try:
+        webhook = state.webhook(DLR_WEBHOOK_ID)
+    except SmsApiError:
         return
+    if urlsplit(webhook.url).hostname not in LOOPBACK_HOSTS:
+        return
+    sent_to = set(record["sent_to"])
     reports = [
         {
             "date": pendulum.now(PARIS).isoformat(),
@@ -219,23 +280,26 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
             "destination": recipient["value"],
             "message_id": recipient["gsmsmsid"],
             "campaign_id": int(record["ticket"]),
-            "country_code": "FR" if recipient["value"].startswith("33") else None,
+            "country_code": next(
+                (code for prefix, code in COUNTRY_CODES.items() if recipient["value"].startswith(prefix)),
+                None,
+            ),
         }
         for recipient in record["recipients"]
-        if recipient.get("gsmsmsid") and recipient["value"] in record["sent_to"]
+        if recipient.get("gsmsmsid") and recipient["value"] in sent_to
     ]
+    if not reports:
+        return
 
     def deliver() -> None:
-        for report in reports:
-            try:
-                code = httpx.post(
-                    webhook["url"],
-                    json=report,
-                    headers={"X-SMSFactor-Signature": webhook["signature"]},
-                    timeout=5,
-                ).status_code
-            except httpx.HTTPError:
-                code = 0
-            webhook["last_http_code"] = code
+        with httpx.Client(timeout=5) as client:
+            for report in reports:
+                try:
+                    code = client.post(
+                        webhook.url, json=report, headers={"X-SMSFactor-Signature": webhook.signature or ""}
+                    ).status_code
+                except httpx.HTTPError:
+                    code = 0
+                state.record_webhook_call(DLR_WEBHOOK_ID, code)
 
     threading.Thread(target=deliver, name="sandbox-dlr", daemon=True).start()

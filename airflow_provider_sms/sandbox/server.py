@@ -17,7 +17,9 @@ START_TIMEOUT = 30.0
 
 
 class InspectionClient:
-    """Client of the sandbox's inspection API (``/_sandbox/``): what was sent, credits, faults.
+    """Client of the sandbox's inspection API (``/_sandbox/``, no token): what was sent, credits, faults.
+
+    A refusal raises :class:`requests.HTTPError` quoting the sandbox's message (which names the field).
 
     :param url: the sandbox's base URL.
     """
@@ -28,42 +30,77 @@ class InspectionClient:
 
     def _call(self, method: str, path: str, payload: Any = None) -> Any:
         response = self._session.request(method, self.url + path, json=payload, timeout=30)
-        response.raise_for_status()
+        if not response.ok:
+            raise requests.HTTPError(
+                f"sandbox inspection {method} {path}: HTTP {response.status_code}: {response.text}",
+                response=response,
+            )
         return response.json()
 
     def campaigns(self) -> list[dict[str, Any]]:
-        """Every campaign created (sends only), oldest first."""
+        """Every campaign created (sends only, simulations create none), oldest first.
+
+        Each is a dict: ticket, endpoint, text (short URLs inserted), pushtype, sender, delay, links,
+        recipients (as sent, with gsmsmsid), lists, sent_to (numbers left after filtering), parts, cost,
+        created_at.
+        """
         return self._call("GET", "/campaigns")
 
     def reset(self) -> None:
-        """Back to the seeds, faults cleared."""
+        """Back to the seeds: campaigns, credits, NPAI, webhooks and counters; faults cleared."""
         self._call("POST", "/reset")
 
     def credits(self) -> int:
+        """The account's credit balance."""
         return self._call("GET", "/credits")["credits"]
 
     def set_credits(self, credits: int) -> None:
+        """Set the account's credit balance.
+
+        :param credits: the new balance (0 or more).
+        """
         self._call("POST", "/credits", {"credits": credits})
 
+    def faults(self) -> dict[str, Any]:
+        """The faults in force, with what is left of their counters."""
+        return self._call("GET", "/faults")
+
     def set_faults(self, **faults: Any) -> None:
-        """Inject faults: ``maybe_sent=N``, ``drop_after_record=N``, ``http_error=(code, N)``,
-        ``rate_limit=(retry_after_seconds, N)``, ``slow=seconds``, ``endpoints=[paths]``."""
+        """Replace the faults in force (see :class:`~airflow_provider_sms.sandbox.state.Faults`).
+
+        :param faults: ``maybe_sent=N``, ``drop_after_record=N``, ``http_error=(code, N)``,
+            ``rate_limit=(retry_after_seconds, N)``, ``slow=seconds``, ``endpoints=[names]`` (``/send``,
+            ``/send/lists``, ``/send/simulate``, ``/send/lists/simulate``, ``/webhook``, ``/npai``).
+        """
         self._call("POST", "/faults", faults)
 
     def clear_faults(self) -> None:
+        """Remove every fault."""
         self._call("DELETE", "/faults")
 
     def npai(self) -> list[dict[str, Any]]:
+        """Every NPAI entry, as GET /npai lists them."""
         return self._call("GET", "/npai")
 
     def add_npai(
         self, destination: str, campaign_id: int | None = None, date: str | None = None
     ) -> dict[str, Any]:
+        """Add an NPAI entry; returns it.
+
+        :param destination: the number, digits only.
+        :param campaign_id: the campaign that produced it.
+        :param date: ``Y-m-d H:i:s`` (Paris); defaults to now.
+        """
         return self._call(
             "POST", "/npai", {"destination": destination, "campaign_id": campaign_id, "date": date}
         )
 
     def set_webhook(self, webhook_id: str, **fields: Any) -> dict[str, Any]:
+        """Create or update a webhook record; returns it.
+
+        :param webhook_id: the webhook's id.
+        :param fields: fields of the record (type, url, status, signature, last_http_code).
+        """
         return self._call("POST", f"/webhooks/{webhook_id}", fields)
 
 
@@ -99,6 +136,7 @@ class SandboxServer:
             )
         )
         self._thread: threading.Thread | None = None
+        self._inspect: InspectionClient | None = None
 
     def start(self) -> SandboxServer:
         """Start serving; returns once connections are accepted."""
@@ -126,14 +164,22 @@ class SandboxServer:
 
     @property
     def url(self) -> str:
+        """The base URL, e.g. ``http://127.0.0.1:41823`` (the real port once started)."""
         return f"http://{self.host}:{self.port}"
 
     @property
     def inspect(self) -> InspectionClient:
-        return InspectionClient(self.url)
+        """A client of the inspection API (one per server, reusing its connection)."""
+        if self._inspect is None or not self._inspect.url.startswith(self.url + "/"):
+            self._inspect = InspectionClient(self.url)
+        return self._inspect
 
     def connection_json(self, format: str = "json", **extra: Any) -> str:
-        """The sandbox as an Airflow connection, for ``AIRFLOW_CONN_SMS_DEFAULT``."""
+        """The sandbox as an Airflow connection in JSON form, for ``AIRFLOW_CONN_SMS_DEFAULT``.
+
+        :param format: the wire format the hook uses, ``json`` or ``xml``.
+        :param extra: more connection extras (``timeout``, ``default_sender``...).
+        """
         return json.dumps(
             {
                 "conn_type": "sms",

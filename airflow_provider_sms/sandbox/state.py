@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import itertools
 import secrets
+import string
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pendulum
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from airflow_provider_sms.codec import CampaignRequest
 from airflow_provider_sms.delay import API_FORMAT, PARIS
@@ -30,15 +31,34 @@ from airflow_provider_sms.models import (
     Webhook,
     format_errors,
 )
-from airflow_provider_sms.segments import count_parts
+from airflow_provider_sms.segments import SHORT_URL_LENGTH, count_parts
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
 
+# Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
 SHORT_URL_BASE = "https://sms.sb/"
+_SHORT_SLUG_CHARS = string.ascii_letters + string.digits
+SEND_PATHS = ("/send", "/send/lists")
+CAMPAIGN_PATHS = (*SEND_PATHS, "/send/simulate", "/send/lists/simulate")
+# The names a fault can be scoped to (``Faults.endpoints``): GET /webhook/:id is "/webhook".
+ENDPOINTS = (*CAMPAIGN_PATHS, "/webhook", "/npai")
+MAX_SLOW = 120.0
 
 # Dialling prefixes allowed by default, and the total length (country code included) a number of
 # that country must have; a prefix without a length accepts any 8-15 digit number.
 DEFAULT_ALLOWED_PREFIXES = ("33", "32", "41", "352", "44", "49", "34", "39", "1")
 COUNTRY_LENGTHS = {"33": 11, "32": 11, "41": 11, "352": 12, "44": 12, "34": 11, "39": 12, "1": 11}
+# ISO country of each default prefix, for the ``country_code`` of delivery reports.
+COUNTRY_CODES = {
+    "33": "FR",
+    "32": "BE",
+    "41": "CH",
+    "352": "LU",
+    "44": "GB",
+    "49": "DE",
+    "34": "ES",
+    "39": "IT",
+    "1": "US",
+}
 
 
 def _list(prefix: str, count: int, start: int = 1) -> list[str]:
@@ -87,34 +107,89 @@ class Seeds:
     unreachable_prefix: str = "337000"
 
 
-@dataclass
-class Faults:
-    """Faults to inject. Counters go down as they fire; ``endpoints`` restricts where they apply."""
+class Faults(BaseModel):
+    """Faults to inject; counters go down as they fire. Unknown names and bad values are refused.
 
-    maybe_sent: int = 0
-    drop_after_record: int = 0
+    :param maybe_sent: on the next N sends, record the campaign, then answer status -8.
+    :param drop_after_record: on the next N sends, record the campaign, then cut the connection mid-answer.
+    :param http_error: ``(code, N)``: the next N requests get that HTTP code (400-599) with an HTML body;
+        nothing is recorded.
+    :param rate_limit: ``(retry_after_seconds, N)``: the next N requests get 429 with ``Retry-After``.
+    :param slow: seconds every request waits before answering (after recording, on sends).
+    :param endpoints: restrict the faults to these endpoints (names in :data:`ENDPOINTS`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    maybe_sent: int = Field(default=0, ge=0)
+    drop_after_record: int = Field(default=0, ge=0)
     http_error: tuple[int, int] | None = None
     rate_limit: tuple[float, int] | None = None
-    slow: float = 0.0
+    slow: float = Field(default=0.0, ge=0, le=MAX_SLOW)
     endpoints: list[str] | None = None
 
+    @field_validator("http_error")
+    @classmethod
+    def _http_error_code(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and not (400 <= value[0] <= 599 and value[1] >= 0):
+            raise ValueError(f"http_error must be (code 400-599, count >= 0), got {value!r}")
+        return value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit(cls, value: tuple[float, int] | None) -> tuple[float, int] | None:
+        if value is not None and not (value[0] >= 0 and value[1] >= 0):
+            raise ValueError(f"rate_limit must be (retry_after_seconds >= 0, count >= 0), got {value!r}")
+        return value
+
+    @field_validator("endpoints")
+    @classmethod
+    def _known_endpoints(cls, value: list[str] | None) -> list[str] | None:
+        unknown = sorted(set(value or ()) - set(ENDPOINTS))
+        if unknown:
+            raise ValueError(f"unknown endpoint(s) {unknown}; use some of {list(ENDPOINTS)}")
+        return value
+
     def applies(self, path: str) -> bool:
+        """Whether the faults apply to the endpoint ``path`` (a name in :data:`ENDPOINTS`)."""
         return self.endpoints is None or path in self.endpoints
+
+
+# What a fresh (or reset) sandbox holds, with the default configuration.
+DEFAULT_SEEDS = Seeds()
 
 
 @dataclass
 class SandboxConfig:
-    """Rules of the sandbox's account, set at start-up."""
+    """Rules of the sandbox's account, set at start-up.
+
+    :param allowed_prefixes: dialling prefixes messages may go to; others are counted ``not_allowed``.
+    :param flood_limit: anti-flood: a number already sent this many messages within ``flood_window``
+        seconds is counted ``flood``.
+    :param flood_window: the anti-flood window, in seconds.
+    :param country_limits: messages per dialling prefix per calendar month (Paris); beyond it they are
+        counted ``country_limit``. A prefix not given has no limit.
+    :param seeds: the account's starting content (:class:`Seeds`).
+    :param dlr: POST delivery reports to DLR webhook "1" (127.0.0.1 only) for recipients with a gsmsmsid.
+    """
 
     allowed_prefixes: tuple[str, ...] = DEFAULT_ALLOWED_PREFIXES
-    # Anti-flood: at most this many messages to one number within the window.
     flood_limit: int = 5
     flood_window: float = 3600.0
-    # Monthly messages per country prefix; absent means no limit.
     country_limits: dict[str, int] = field(default_factory=dict)
     seeds: Seeds = field(default_factory=Seeds)
-    # POST delivery reports to the DLR webhook (127.0.0.1 only) for recipients with a gsmsmsid.
     dlr: bool = False
+
+
+def data_error(exc: ValidationError, prefix: str) -> SmsApiError:
+    """The service's answer to invalid fields: status -4 when the delay is wrong, else -7, naming each field.
+
+    :param exc: the validation error of the shared model.
+    :param prefix: the name of the validated object (``message``), prefixed to field names.
+    """
+    errors = format_errors(exc, prefix)
+    status = -4 if any(name.endswith("delay") for name, _ in errors) else -7
+    return SmsApiError(status, "; ".join(f"{name}: {text}" for name, text in errors))
 
 
 class SandboxState:
@@ -141,8 +216,20 @@ class SandboxState:
             self.campaigns: list[dict[str, Any]] = []
             self._tickets = itertools.count(5_000_001)
             self._sent_times: dict[str, list[float]] = {}
-            self._country_sent: dict[str, int] = {}
+            # Messages sent per (month "YYYY-MM" in Paris, dialling prefix).
+            self._country_sent: dict[tuple[str, str], int] = {}
             self.faults = Faults()
+
+    def set_credits(self, credits: int) -> int:
+        """Set the account's credit balance.
+
+        :param credits: the new balance (0 or more).
+        """
+        if credits < 0:
+            raise ValueError(f"credits must be 0 or more, got {credits}")
+        with self._lock:
+            self.credits = credits
+            return credits
 
     # ---------------------------------------------------------------------------------- campaigns
 
@@ -156,8 +243,10 @@ class SandboxState:
             recipients = request.recipients
         if not recipients:
             raise SmsApiError(-7, "recipients: at least one number is required")
+        # The monthly limit counts in the month the campaign goes out: its delay's, or now's.
+        month = (message.delay or pendulum.now(PARIS).strftime(API_FORMAT))[:7]
         with self._lock:
-            counts, sent = self._filter(recipients)
+            counts, sent = self._filter(recipients, month)
             text = self._shorten(message)
             parts = count_parts(text).parts
             cost = parts * len(sent)
@@ -193,16 +282,14 @@ class SandboxState:
                 "created_at": pendulum.now(PARIS).strftime(API_FORMAT),
             }
             self.campaigns.append(record)
-            self._after_send(ticket, sent)
+            self._after_send(ticket, sent, month)
         return result.model_copy(update={"ticket": ticket}), record
 
     def _message(self, data: dict[str, Any], sends: bool) -> Message:
         try:
             message = Message.model_validate(data)
         except ValidationError as exc:
-            errors = format_errors(exc, "message")
-            status = -4 if any(name.endswith("delay") for name, _ in errors) else -7
-            raise SmsApiError(status, "; ".join(f"{name}: {text}" for name, text in errors)) from None
+            raise data_error(exc, "message") from None
         if sends and message.links and message.pushtype is None:
             raise SmsApiError(-7, "message.pushtype is required with short URLs")
         if message.pushtype == "marketing":
@@ -240,7 +327,9 @@ class SandboxState:
             numbers.extend(self.lists[list_id])
         return numbers
 
-    def _filter(self, recipients: list[dict[str, Any]]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    def _filter(
+        self, recipients: list[dict[str, Any]], month: str
+    ) -> tuple[dict[str, int], list[dict[str, Any]]]:
         counts = dict.fromkeys(FILTER_FIELDS, 0)
         npai = {entry.destination for entry in self.npai}
         seen: set[str] = set()
@@ -263,7 +352,7 @@ class SandboxState:
                 reason = "not_allowed"
             elif self._flooded(value, now):
                 reason = "flood"
-            elif self._over_country_limit(prefix, country_planned):
+            elif self._over_country_limit(month, prefix, country_planned):
                 reason = "country_limit"
             seen.add(value)
             if reason:
@@ -292,23 +381,31 @@ class SandboxState:
         recent = [t for t in self._sent_times.get(value, []) if now - t < self.config.flood_window]
         return len(recent) >= self.config.flood_limit
 
-    def _over_country_limit(self, prefix: str, planned: dict[str, int]) -> bool:
+    def _over_country_limit(self, month: str, prefix: str, planned: dict[str, int]) -> bool:
         limit = self.config.country_limits.get(prefix)
-        return limit is not None and self._country_sent.get(prefix, 0) + planned.get(prefix, 0) >= limit
+        already = self._country_sent.get((month, prefix), 0)
+        return limit is not None and already + planned.get(prefix, 0) >= limit
 
-    def _shorten(self, message: Message) -> str:
+    @staticmethod
+    def _shorten(message: Message) -> str:
+        """The text with each marker replaced by its own short URL of ``SHORT_URL_LENGTH`` characters."""
         text = message.text
+        slug_length = SHORT_URL_LENGTH - len(SHORT_URL_BASE)
         for _ in message.links:
-            text = text.replace(SHORT_MARKER, SHORT_URL_BASE + secrets.token_urlsafe(4)[:6], 1)
+            slug = "".join(secrets.choice(_SHORT_SLUG_CHARS) for _ in range(slug_length))
+            text = text.replace(SHORT_MARKER, SHORT_URL_BASE + slug, 1)
         return text
 
-    def _after_send(self, ticket: str, sent: list[dict[str, Any]]) -> None:
+    def _after_send(self, ticket: str, sent: list[dict[str, Any]], month: str) -> None:
         now = time.monotonic()
+        window = self.config.flood_window
         for recipient in sent:
             value = recipient["value"]
-            self._sent_times.setdefault(value, []).append(now)
-            prefix = self._prefix(value) or ""
-            self._country_sent[prefix] = self._country_sent.get(prefix, 0) + 1
+            # Only sends within the anti-flood window matter: forget older ones as we go.
+            recent = [t for t in self._sent_times.get(value, ()) if now - t < window]
+            self._sent_times[value] = [*recent, now]
+            key = (month, self._prefix(value) or "")
+            self._country_sent[key] = self._country_sent.get(key, 0) + 1
             if value.startswith(self.config.seeds.unreachable_prefix):
                 self.add_npai(destination=value, campaign_id=int(ticket))
 
@@ -317,24 +414,34 @@ class SandboxState:
     def add_npai(
         self, destination: str, campaign_id: int | None = None, date: str | None = None
     ) -> NpaiEntry:
-        """Add an NPAI entry (date defaults to now, Paris time)."""
+        """Add an NPAI entry.
+
+        :param destination: the number, digits only.
+        :param campaign_id: the campaign that produced it.
+        :param date: ``Y-m-d H:i:s`` (Paris); defaults to now.
+        """
         with self._lock:
-            entry = NpaiEntry(
-                id=str(next(self._npai_ids)),
-                destination=destination,
-                date=date or pendulum.now(PARIS).strftime(API_FORMAT),
-                campaign_id=campaign_id,
-            )
+            try:
+                entry = NpaiEntry(
+                    id=str(next(self._npai_ids)),
+                    destination=destination,
+                    date=date or pendulum.now(PARIS).strftime(API_FORMAT),
+                    campaign_id=campaign_id,
+                )
+            except ValidationError as exc:
+                raise data_error(exc, "npai") from None
             self.npai.append(entry)
             return entry
 
     def webhook(self, webhook_id: str) -> Webhook:
+        """The webhook record ``webhook_id``; unknown ids are status -5."""
         with self._lock:
             if webhook_id not in self.webhooks:
                 raise SmsApiError(-5, f"webhook {webhook_id} not found")
             return Webhook.model_validate(self.webhooks[webhook_id])
 
     def set_webhook(self, webhook_id: str, fields: dict[str, Any]) -> Webhook:
+        """Create or update webhook ``webhook_id`` with ``fields`` (fields of :class:`Webhook`)."""
         with self._lock:
             record = {
                 "webhook_id": webhook_id,
@@ -344,13 +451,26 @@ class SandboxState:
                 **self.webhooks.get(webhook_id, {}),
             }
             record.update(fields)
+            try:
+                webhook = Webhook.model_validate(record)  # refuse a record GET /webhook could not serve
+            except ValidationError as exc:
+                raise data_error(exc, "webhook") from None
             self.webhooks[webhook_id] = record
-            return Webhook.model_validate(record)
+            return webhook
+
+    def record_webhook_call(self, webhook_id: str, http_code: int) -> None:
+        """Keep the HTTP code of the latest call to a webhook, as its ``last_http_code``."""
+        with self._lock:
+            if webhook_id in self.webhooks:
+                self.webhooks[webhook_id]["last_http_code"] = http_code
 
     # ------------------------------------------------------------------------------------ faults
 
-    def take_fault(self, path: str, sends: bool) -> tuple[str, Any] | None:
-        """The fault to apply to this request, if any, consuming one use of it."""
+    def take_fault(self, path: str) -> tuple[str, float] | None:
+        """The fault answering this request before anything is done (429 or HTTP error), consuming one use.
+
+        :param path: the endpoint's name in :data:`ENDPOINTS`.
+        """
         with self._lock:
             faults = self.faults
             if not faults.applies(path):
@@ -363,10 +483,26 @@ class SandboxState:
                 code, left = faults.http_error
                 faults.http_error = (code, left - 1)
                 return ("http_error", code)
-            if sends and faults.maybe_sent > 0:
-                faults.maybe_sent -= 1
-                return ("maybe_sent", None)
-            if sends and faults.drop_after_record > 0:
-                faults.drop_after_record -= 1
-                return ("drop_after_record", None)
             return None
+
+    def take_send_fault(self, path: str) -> str | None:
+        """The fault answering a send after its campaign was recorded (``maybe_sent``, ``drop_after_record``).
+
+        :param path: the send endpoint's name.
+        """
+        with self._lock:
+            faults = self.faults
+            if path not in SEND_PATHS or not faults.applies(path):
+                return None
+            if faults.maybe_sent > 0:
+                faults.maybe_sent -= 1
+                return "maybe_sent"
+            if faults.drop_after_record > 0:
+                faults.drop_after_record -= 1
+                return "drop_after_record"
+            return None
+
+    def slowness(self, path: str) -> float:
+        """Seconds a request to ``path`` waits before answering (the ``slow`` fault)."""
+        faults = self.faults
+        return faults.slow if faults.applies(path) else 0.0

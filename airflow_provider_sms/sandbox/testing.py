@@ -1,17 +1,23 @@
 """Pytest fixtures for testing DAGs against the sandbox (a pytest plugin, loaded automatically).
 
-- ``sms_sandbox_server``: one sandbox per test session.
-- ``sms_sandbox``: the same server, reset to its seeds (faults cleared) before the test.
+The plugin is registered by the ``pytest11`` entry point ``sms_sandbox``; nothing to import:
+
+- ``sms_sandbox_server``: one sandbox per test session, on a free 127.0.0.1 port.
+- ``sms_sandbox``: the same server, reset to its seeds with no faults before the test.
 - ``sms_connection``: ``sms_sandbox`` plus ``AIRFLOW_CONN_SMS_DEFAULT`` pointing at it (JSON format).
+
+The sandbox is imported only when a test uses one of them, so the plugin costs other test runs nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_provider_sms.sandbox.server import SandboxServer
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import SandboxServer
 
 TEST_TOKEN = "sandbox-test-token-7c1d"
 
@@ -19,19 +25,25 @@ TEST_TOKEN = "sandbox-test-token-7c1d"
 @pytest.fixture(scope="session")
 def sms_sandbox_server() -> Iterator[SandboxServer]:
     """A sandbox serving on a free 127.0.0.1 port for the whole test session."""
+    from airflow_provider_sms.sandbox.server import SandboxServer
+
     with SandboxServer(token=TEST_TOKEN) as server:
         yield server
 
 
 @pytest.fixture
 def sms_sandbox(sms_sandbox_server: SandboxServer) -> SandboxServer:
-    """The session's sandbox, reset to its seeds with no faults."""
+    """The session's sandbox, reset to its seeds with no faults.
+
+    It has ``.url``, ``.token``, ``.inspect`` (an ``InspectionClient``), ``.state`` and
+    ``.connection_json(format="json")``.
+    """
     sms_sandbox_server.state.reset()
     return sms_sandbox_server
 
 
 @pytest.fixture
 def sms_connection(sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch) -> SandboxServer:
-    """``sms_sandbox`` with the ``sms_default`` connection pointing at it."""
+    """``sms_sandbox`` with the ``sms_default`` connection pointing at it (JSON format)."""
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", sms_sandbox.connection_json("json"))
     return sms_sandbox

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-import os
+import json
+import queue
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+import pendulum
 import pytest
 import requests
 
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsMaybeSentError, SmsNotFoundError
 from airflow_provider_sms.hooks.sms import SmsHook
-from airflow_provider_sms.sandbox import SandboxServer
+from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
 from airflow_provider_sms.sandbox.state import SandboxConfig
+from airflow_provider_sms.segments import SHORT_URL_LENGTH
 
 pytestmark = pytest.mark.integration
 
@@ -55,18 +63,19 @@ def test_anti_flood_filters_the_same_number_after_five_messages(hook, sms_sandbo
     assert (result.flood, result.sent) == (1, 1)
 
 
-def test_monthly_country_limit():
+def test_monthly_country_limit(monkeypatch):
+    next_year = pendulum.now("Europe/Paris").add(years=1).strftime("%Y-%m-%d 10:00:00")
     with SandboxServer(token="limit-token", config=SandboxConfig(country_limits={"33": 3})) as server:
-        os.environ["AIRFLOW_CONN_SMS_LIMIT"] = server.connection_json("json")
-        try:
-            hook = SmsHook("sms_limit")
-            first = hook.send(ALERT, ["33612000001", "33612000002"])
-            second = hook.send(ALERT, ["33612000003", "33612000004", "447700900001"])
-        finally:
-            del os.environ["AIRFLOW_CONN_SMS_LIMIT"]
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_LIMIT", server.connection_json("json"))
+        hook = SmsHook("sms_limit")
+        first = hook.send(ALERT, ["33612000001", "33612000002"])
+        second = hook.send(ALERT, ["33612000003", "33612000004", "447700900001"])
+        # The limit is per calendar month: a campaign delayed to another month has its own quota.
+        later = hook.simulate({**ALERT, "delay": next_year}, ["33612000005", "33612000006"])
 
     assert (first.sent, first.country_limit) == (2, 0)
     assert (second.sent, second.country_limit) == (2, 1)  # one more French number, and the UK one
+    assert (later.sent, later.country_limit) == (2, 0)
 
 
 @pytest.mark.parametrize(
@@ -110,6 +119,18 @@ def test_short_urls_replace_markers_and_count_in_the_length(hook, sms_sandbox):
     assert campaign["links"] == message["links"]
 
 
+@pytest.mark.parametrize(("filler", "credits"), [(160 - SHORT_URL_LENGTH, 1), (161 - SHORT_URL_LENGTH, 2)])
+def test_short_urls_are_counted_at_their_real_length(hook, sms_sandbox, filler, credits):
+    message = {"text": "a" * filler + "<-short->", "pushtype": "alert", "links": ["https://example.com/x"]}
+
+    result = hook.send(message, ["33612000001"])
+
+    (campaign,) = sms_sandbox.inspect.campaigns()
+    assert re.fullmatch("a+https://sms\\.sb/[A-Za-z0-9]+", campaign["text"])
+    assert len(campaign["text"]) == filler + SHORT_URL_LENGTH
+    assert result.cost == credits
+
+
 def test_credits_decrease_on_send_only_and_simulate_equals_send(hook, sms_sandbox):
     numbers = ["33612000001", "33612000001", "33600000001", "33612000002", "336123"[:5] + "000000"]
     before = sms_sandbox.inspect.credits()
@@ -124,6 +145,8 @@ def test_credits_decrease_on_send_only_and_simulate_equals_send(hook, sms_sandbo
 
 
 def test_lists_are_expanded_and_unknown_list_is_not_found(hook, sms_sandbox):
+    large = hook.simulate_lists(ALERT, [3])
+    assert (large.total, large.sent, large.cost) == (1000, 1000, 1000)
     result = hook.send_lists(ALERT, [1, 2])
 
     assert (result.total, result.sent, result.blacklisted, result.duplicated) == (10, 8, 1, 1)
@@ -170,6 +193,32 @@ def test_minus_8_fault_records_the_campaign_and_the_hook_raises_maybe_sent(hook,
     assert len(sms_sandbox.inspect.campaigns()) == 2
 
 
+def test_faults_can_be_scoped_to_one_endpoint(hook, sms_sandbox):
+    sms_sandbox.inspect.set_faults(maybe_sent=1, endpoints=["/send/lists"])
+
+    assert hook.send(ALERT, ["33612000001"]).status == 1
+    with pytest.raises(SmsMaybeSentError):
+        hook.send_lists(ALERT, [1])
+
+    assert [c["endpoint"] for c in sms_sandbox.inspect.campaigns()] == ["/send", "/send/lists"]
+    assert sms_sandbox.inspect.faults()["maybe_sent"] == 0
+
+
+@pytest.mark.parametrize(
+    ("faults", "named"),
+    [
+        ({"maybe_sent": -1}, "maybe_sent"),
+        ({"http_error": [200, 1]}, "http_error"),
+        ({"endpoints": ["/sned"]}, "/sned"),
+        ({"retry": 1}, "retry"),
+    ],
+)
+def test_bad_faults_are_refused_naming_the_field(sms_sandbox, faults, named):
+    with pytest.raises(requests.HTTPError, match=re.escape(named)):
+        sms_sandbox.inspect.set_faults(**faults)
+    assert sms_sandbox.inspect.faults()["endpoints"] is None
+
+
 def test_dropped_connection_after_record_is_maybe_sent(hook, sms_sandbox):
     sms_sandbox.inspect.set_faults(drop_after_record=1)
 
@@ -195,6 +244,68 @@ def test_webhooks_and_unknown_id(hook, sms_sandbox):
         hook.get_webhook("404")
 
 
+class _DlrReceiver(BaseHTTPRequestHandler):
+    """Answers 202 to delivery reports and queues them for the test."""
+
+    received: queue.Queue[tuple[dict[str, Any], str | None]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.put((json.loads(body), self.headers.get("X-SMSFactor-Signature")))
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def dlr_receiver() -> Iterator[tuple[str, queue.Queue]]:
+    received: queue.Queue = queue.Queue()
+    handler = type("Receiver", (_DlrReceiver,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/dlr", received
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml"])
+def test_delivery_reports_reach_a_loopback_webhook_and_record_its_code(dlr_receiver, monkeypatch, fmt):
+    url, received = dlr_receiver
+    with SandboxServer(token="dlr-token", dlr=True) as server:
+        server.inspect.set_webhook("1", url=url)
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json(fmt))
+        hook = SmsHook("sms_dlr")
+
+        ticket = hook.send(
+            ALERT,
+            [
+                {"value": "33612000001", "gsmsmsid": "m-1"},
+                "33612000002",
+                {"value": "33600000001", "gsmsmsid": "bl"},
+            ],
+        ).ticket
+        report, signature = received.get(timeout=20)
+        deadline = time.monotonic() + 20  # bounds the wait; not a timing assertion
+        while hook.get_webhook("1").last_http_code != 202 and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        assert hook.get_webhook("1").last_http_code == 202
+    assert {k: report[k] for k in ("status", "destination", "message_id", "campaign_id", "country_code")} == {
+        "status": 3,
+        "destination": "33612000001",
+        "message_id": "m-1",
+        "campaign_id": int(ticket),
+        "country_code": "FR",
+    }
+    assert pendulum.parse(report["date"]).offset is not None
+    assert signature == DEFAULT_SEEDS.webhooks["1"]["signature"]
+    assert received.empty()  # the blacklisted recipient was not sent, so it gets no report
+
+
 def test_npai_pages_with_start_and_length(sms_sandbox):
     for n in range(5):
         sms_sandbox.inspect.add_npai(f"3369000000{n}", campaign_id=7)
@@ -206,6 +317,11 @@ def test_npai_pages_with_start_and_length(sms_sandbox):
 
     assert page["totalRecords"] == 7
     assert [entry["destination"] for entry in page["list"]] == ["33690000000", "33690000001", "33690000002"]
+    everything = requests.get(f"{sms_sandbox.url}/npai", headers=headers, timeout=10).json()
+    assert (len(everything["list"]), everything["totalDisplayRecords"]) == (7, 7)
+    refused = requests.get(f"{sms_sandbox.url}/npai", params={"length": -1}, headers=headers, timeout=10)
+    assert (refused.status_code, refused.json()["status"]) == (400, -7)
+    assert "length" in refused.json()["message"]
 
 
 def test_xml_and_json_answers_decode_to_equal_models(sms_sandbox, monkeypatch):
@@ -239,25 +355,40 @@ def test_wrong_or_missing_token_is_rejected(sms_sandbox, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("body", "content_type", "status"),
+    ("body", "content_type", "status", "named"),
     [
         (
             b'{"sms": {"message": {"text": "a <-short->"}, '
             b'"recipients": {"gsm": [{"value": "33612000001"}]}}}',
             "application/json",
             -7,
+            "message: text has 1 '<-short->' marker(s) but 0 link(s)",
         ),
         (
             b'{"sms": {"message": {"text": "a", "delay": "2001-01-01 10:00:00"}, "recipients": {"gsm": []}}}',
             "application/json",
             -4,
+            "message.delay",
         ),
-        (b'{"sms": ', "application/json", -6),
-        (b"<sms><message>", "application/xml", -2),
+        (
+            b'{"sms": {"message": {"text": "a", "delay": "2031-02-30 10:00:00"}, "recipients": {"gsm": []}}}',
+            "application/json",
+            -4,
+            "message.delay",
+        ),
+        (
+            b"<sms><message><text>a</text><pushtype>promo</pushtype></message>"
+            b"<recipients><gsm>33612000001</gsm></recipients></sms>",
+            "application/xml",
+            -7,
+            "message.pushtype",
+        ),
+        (b'{"sms": ', "application/json", -6, "not valid JSON"),
+        (b"<sms><message>", "application/xml", -2, "not valid XML"),
     ],
-    ids=["marker-mismatch", "past-delay", "bad-json", "bad-xml"],
+    ids=["marker-mismatch", "past-delay", "malformed-delay", "bad-pushtype", "bad-json", "bad-xml"],
 )
-def test_server_side_validation_uses_the_service_statuses(sms_sandbox, body, content_type, status):
+def test_server_side_validation_uses_the_service_statuses(sms_sandbox, body, content_type, status, named):
     headers = {
         "Authorization": f"Bearer {sms_sandbox.token}",
         "Accept": "application/json",
@@ -268,36 +399,62 @@ def test_server_side_validation_uses_the_service_statuses(sms_sandbox, body, con
 
     assert answer.status_code == 400
     assert answer.json()["status"] == status
+    assert named in answer.json()["message"]
     assert sms_sandbox.inspect.campaigns() == []
 
 
-def test_cli_prints_its_url_serves_and_stops_on_sigterm():
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, signum):
     process = subprocess.Popen(
-        [sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--token", "cli-token"],
+        [
+            *(sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--token", "cli-token"),
+            *("--credits", "5", "--fault", "maybe_sent=1", "--fault", "endpoints=/send"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         line = process.stdout.readline().strip()
-        assert line.startswith("SMS sandbox listening on http://127.0.0.1:")
+        assert re.fullmatch(r"SMS sandbox listening on http://127\.0\.0\.1:\d+", line)
         url = line.rsplit(" ", 1)[1]
-        answer = requests.get(
-            f"{url}/webhook/1",
-            headers={"Authorization": "Bearer cli-token", "Accept": "application/json"},
-            timeout=10,
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SMS_CLI", json.dumps({"conn_type": "sms", "host": url, "password": "cli-token"})
         )
-        assert answer.json()["webhook"]["type"] == "DLR"
-        process.send_signal(signal.SIGTERM)
+        hook = SmsHook("sms_cli")
+
+        with pytest.raises(SmsMaybeSentError):  # the start-up fault, after recording the campaign
+            hook.send(ALERT, ["33612000001"])
+        assert hook.get_webhook("1").type == "DLR"
+        assert requests.get(f"{url}/_sandbox/credits", timeout=10).json() == {"credits": 4}
+
+        process.send_signal(signum)
         assert process.wait(timeout=20) == 0
+        assert process.stdout.read() == ""  # exactly one line on stdout
     finally:
         if process.poll() is None:
             process.kill()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def test_cli_refuses_an_unknown_fault():
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--fault", "maybe_snet=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert "maybe_snet" in result.stderr
+    assert result.stdout == ""
 
 
 def test_requests_per_second_smoke(hook, sms_sandbox):
     """Not a timed assertion: prints the rate so the figure can be reported (see README)."""
-    calls = 300
+    calls = 500
     started = time.perf_counter()
     for _ in range(calls):
         hook.get_webhook("1")
