@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -60,13 +60,16 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_dag_test(airflow_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``airflow dags test <dag_id> -f <dag_file>`` in a subprocess; returns the finished process.
 
-    The DAG's folder is the DAGS_FOLDER; ``env`` adds variables (e.g. the sms_default connection).
+    The DAG's folder is the DAGS_FOLDER; ``env`` adds variables (e.g. the sms_default connection);
+    ``args`` adds options of ``airflow dags test`` (e.g. ``["-c", '{"max_cost": 5}']`` for run conf).
     Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
     """
 
-    def run(dag_file: Path, dag_id: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    def run(
+        dag_file: Path, dag_id: str, env: Mapping[str, str], args: Sequence[str] = ()
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [AIRFLOW, "dags", "test", dag_id, "-f", str(dag_file)],
+            [AIRFLOW, "dags", "test", dag_id, "-f", str(dag_file), *args],
             env=airflow_env(airflow_home, dag_file.parent, **env),
             capture_output=True,
             text=True,

@@ -67,6 +67,13 @@ def task_errors() -> Iterator[None]:
         raise
 
 
+def _check_on_refused(value: object) -> None:
+    """Raise SmsValidationError unless ``value`` is a valid ``on_cost_exceeded`` (``fail`` or ``skip``)."""
+    if value not in ("fail", "skip"):
+        message = f"on_cost_exceeded={value!r}: use 'fail' or 'skip'"
+        raise SmsValidationError(message, [("on_cost_exceeded", message)])
+
+
 def _number(value: object, field: str) -> float | int | None:
     """A templated gate value (it may render to a string) as a number >= 0, or None when unset."""
     if value is None or value == "":
@@ -308,6 +315,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
 
     :param max_cost: most credits the campaign may cost. Templated.
     :param on_cost_exceeded: ``fail`` (default) or ``skip`` when a gate refuses (any of the three).
+        Templated (e.g. ``"{{ params.on_cost_exceeded }}"``).
     :param max_filtered_ratio: refuse when more than this share (0-1) of the numbers would be filtered.
         Templated.
     :param min_credits_after: refuse when fewer credits than this would be left. Templated.
@@ -322,6 +330,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         "delay",
         "send_window",
         "max_cost",
+        "on_cost_exceeded",
         "max_filtered_ratio",
         "min_credits_after",
     )
@@ -331,16 +340,16 @@ class SmsSendBaseOperator(SmsBaseOperator):
         self,
         *,
         max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused = "fail",
+        on_cost_exceeded: OnGateRefused | str = "fail",
         max_filtered_ratio: float | str | None = None,
         min_credits_after: int | str | None = None,
         allow_resend: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if on_cost_exceeded not in ("fail", "skip"):
-            message = f"on_cost_exceeded={on_cost_exceeded!r}: use 'fail' or 'skip'"
-            raise SmsValidationError(message, [("on_cost_exceeded", message)])
+        if "{{" not in str(on_cost_exceeded):
+            # A template (e.g. "{{ params.on_cost_exceeded }}") is checked once rendered, in execute().
+            _check_on_refused(on_cost_exceeded)
         self.max_cost = max_cost
         self.on_cost_exceeded = on_cost_exceeded
         self.max_filtered_ratio = max_filtered_ratio
@@ -382,6 +391,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         }
 
     def _gates(self) -> dict[str, float | int | None]:
+        _check_on_refused(self.on_cost_exceeded)
         ratio = _number(self.max_filtered_ratio, "max_filtered_ratio")
         if ratio is not None and ratio > 1:
             message = f"max_filtered_ratio={self.max_filtered_ratio!r}: must be between 0 and 1 (0.2 = 20 %)"
@@ -522,7 +532,7 @@ class SmsSendOperator(SmsSendBaseOperator):
         message: str | Mapping[str, Any] | Message,
         recipients: Any,
         max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused = "fail",
+        on_cost_exceeded: OnGateRefused | str = "fail",
         sms_conn_id: str = SmsHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -555,7 +565,7 @@ class SmsSendListsOperator(SmsSendBaseOperator):
         message: str | Mapping[str, Any] | Message,
         lists: Any,
         max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused = "fail",
+        on_cost_exceeded: OnGateRefused | str = "fail",
         sms_conn_id: str = SmsHook.default_conn_name,
         **kwargs: Any,
     ) -> None:

@@ -1,0 +1,232 @@
+"""The example DAGs (dags_examples/): they import cleanly, and each runs on real Airflow against the sandbox.
+
+Each run is ``airflow dags test`` in a subprocess on the session's throwaway AIRFLOW_HOME; the tests
+check what the sandbox recorded (its inspection API) and the run's XComs, not only the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_sms.delay import format_delay
+from airflow_provider_sms.send_window import next_allowed
+from dags_examples.demo import DagRunRecord, read_run
+from tests.conftest import airflow_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.dags]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
+DAG_IDS = {"sms_weekly_campaign", "sms_triggered_by_data", "sms_failure_alerts", "sms_npai_hygiene"}
+# The sandbox's seeded lists 1 and 2, less the blacklisted number and the duplicate of list 1.
+WEEKLY_SENT_TO = {
+    *(f"336100000{n:02d}" for n in range(1, 6)),
+    "33700000001",
+    "33620000001",
+    "33620000002",
+}
+DAGBAG_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, warnings
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        from airflow.dag_processing.dagbag import DagBag
+        # Airflow 3 has no include_examples: example DAGs come from a bundle, not from a DagBag.
+        bag = DagBag(dag_folder=sys.argv[1])
+    print(json.dumps({
+        "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
+        "dags": {dag_id: dag.doc_md for dag_id, dag in bag.dags.items()},
+        "warnings": [f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught],
+        "captured_warnings": {str(k): list(v) for k, v in bag.captured_warnings.items()},
+    }))
+    """
+)
+
+
+def run_example(
+    run_dag_test: Any,
+    airflow_home: Path,
+    dag_id: str,
+    env: dict[str, str],
+    conf: dict[str, Any] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], DagRunRecord]:
+    """Run one example DAG; return the process and what the metadata database recorded of the run."""
+    process = run_dag_test(
+        EXAMPLES / f"{dag_id}.py", dag_id, env, args=["-c", json.dumps(conf)] if conf else ()
+    )
+    record = read_run(airflow_home, dag_id)
+    assert record is not None, (process.stdout + process.stderr)[-6000:]
+    return process, record
+
+
+def assert_succeeded(process: subprocess.CompletedProcess[str], token: str) -> None:
+    output = process.stdout + process.stderr
+    assert process.returncode == 0, output[-6000:]
+    assert token not in output
+
+
+def test_every_example_dag_imports_without_errors_or_warnings(airflow_home: Path) -> None:
+    process = subprocess.run(
+        [sys.executable, "-c", DAGBAG_SCRIPT, str(EXAMPLES)],
+        env=airflow_env(airflow_home, EXAMPLES),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr[-4000:]
+    bag = json.loads(process.stdout.strip().splitlines()[-1])
+    assert bag["import_errors"] == {}
+    assert set(bag["dags"]) == DAG_IDS
+    assert all(doc for doc in bag["dags"].values()), "every example DAG documents itself"
+    assert bag["warnings"] == []
+    assert bag["captured_warnings"] == {}
+
+
+def test_weekly_campaign_sends_to_the_lists_with_the_computed_delay_and_reports_npai(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_weekly_campaign",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+    )
+
+    assert_succeeded(process, sms_sandbox.token)
+    assert set(run.states.values()) == {"success"}
+    (campaign,) = sms_sandbox.inspect.campaigns()
+    send = run.values["send"]
+    assert campaign["ticket"] == send["ticket"]
+    assert campaign["endpoint"] == "/send/lists"
+    assert campaign["lists"] == [1, 2]
+    assert campaign["pushtype"] == "marketing"
+    assert set(campaign["sent_to"]) == WEEKLY_SENT_TO
+    assert (send["sent"], send["blacklisted"], send["duplicated"]) == (8, 1, 1)
+    assert send["gate"]["passed"] is True
+    assert send["simulation"]["cost"] == campaign["cost"] == 8
+    # Two hours after the data interval's end, in Paris time, moved into the marketing window if needed.
+    assert run.data_interval_end is not None
+    expected_delay = format_delay(next_allowed(run.data_interval_end.add(hours=2)))
+    assert campaign["delay"] == send["delay"] == run.values["simulate"]["delay"] == expected_delay
+    # The deferrable NPAI sensor found the unreachable number of this very campaign.
+    npai = run.values["wait_for_npai"]
+    assert npai["count"] == 1
+    assert npai["entries"][0]["campaign_id"] == int(campaign["ticket"])
+    assert run.values["report_npai"] == ["33700000001"]
+
+
+def test_weekly_campaign_with_a_cost_cap_below_the_cost_skips_the_send(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    credits_before = sms_sandbox.inspect.credits()
+
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_weekly_campaign",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+        conf={"max_cost": 5, "on_cost_exceeded": "skip"},
+    )
+
+    assert_succeeded(process, sms_sandbox.token)
+    assert run.values["simulate"]["cost"] == 8
+    assert run.states["send"] == "skipped"
+    assert run.states["wait_for_npai"] == run.states["report_npai"] == "skipped"
+    assert "cost 8 credits is over max_cost 5" in process.stdout + process.stderr
+    assert sms_sandbox.inspect.campaigns() == []
+    assert sms_sandbox.inspect.credits() == credits_before
+
+
+def test_triggered_by_data_sends_the_csv_numbers_in_batches(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, tmp_path: Path
+) -> None:
+    numbers = ["33612340001", "+33 6 12 34 00 02", "33612340003", "33612340001", "33612340004", "33612340005"]
+    csv_file = tmp_path / "recipients.csv"
+    csv_file.write_text("customer,phone\n" + "".join(f"c{i},{n}\n" for i, n in enumerate(numbers)))
+
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_triggered_by_data",
+        {
+            "AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json"),
+            "SMS_RECIPIENTS_CSV": str(csv_file),
+            "SMS_BATCH_SIZE": "2",
+        },
+    )
+
+    assert_succeeded(process, sms_sandbox.token)
+    expected = {f"3361234000{n}" for n in range(1, 6)}
+    campaigns = sms_sandbox.inspect.campaigns()
+    # 5 distinct numbers (one duplicate removed, "+33 6..." normalized) in batches of 2.
+    assert [len(c["recipients"]) for c in campaigns] == [2, 2, 1]
+    assert {r["value"] for c in campaigns for r in c["recipients"]} == expected
+    assert all(c["delay"] is None and c["pushtype"] == "alert" for c in campaigns)
+    send = run.values["send"]
+    assert send["tickets"] == [c["ticket"] for c in campaigns]
+    assert (send["batches"], send["sent"], send["duplicated"], send["gate"]["passed"]) == (3, 5, 1, True)
+
+
+def test_failure_alerts_sends_nothing_when_the_run_succeeds(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_failure_alerts",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+    )
+
+    assert_succeeded(process, sms_sandbox.token)
+    assert run.values["load"] == 42
+    assert sms_sandbox.inspect.campaigns() == []
+
+
+def test_failure_alerts_sends_the_on_call_sms_when_a_task_fails(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_failure_alerts",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+        conf={"fail": True},
+    )
+
+    output = process.stdout + process.stderr
+    assert process.returncode == 1, output[-6000:]  # the run fails, as asked
+    assert run.states == {"extract": "success", "load": "failed"}
+    (campaign,) = sms_sandbox.inspect.campaigns()
+    assert campaign["pushtype"] == "alert"
+    assert [r["value"] for r in campaign["recipients"]] == ["33612345678", "33612345679"]
+    assert campaign["text"] == f"[Airflow] sms_failure_alerts.load failed (run {run.run_id}, try 1)"
+    assert sms_sandbox.token not in output
+
+
+def test_npai_hygiene_reads_the_list_over_the_xml_connection(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    sms_sandbox.inspect.add_npai("33612349999", campaign_id=77)  # dated now: new in the last 24 hours
+
+    # Only the XML connection is given: the DAG must not need sms_default.
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_npai_hygiene",
+        {"AIRFLOW_CONN_SMS_XML": sms_sandbox.connection_json("xml")},
+    )
+
+    assert_succeeded(process, sms_sandbox.token)
+    npai = run.values["read_npai"]
+    assert npai["format"] == "xml"
+    expected = sms_sandbox.inspect.npai()
+    assert npai["count"] == len(expected) == 3
+    assert [e["destination"] for e in npai["entries"]] == [e["destination"] for e in expected]
+    assert npai["new"] == ["33612349999"]
