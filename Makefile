@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 AIRFLOW_VERSION ?= 3.3.2
 BIN := $(VENV)/bin
+# The UI test drives Debian's chromium through Playwright (no browser download).
+CHROMIUM ?= /usr/bin/chromium
 STAMP := $(VENV)/.installed-$(AIRFLOW_VERSION)
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +22,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+browser:
+	test -x $(CHROMIUM) || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium)
+
+test: lint browser
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)
