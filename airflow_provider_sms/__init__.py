@@ -6,7 +6,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "get_provider_info"]
+# The default Airflow connection id of every hook, operator, sensor and notifier.
+DEFAULT_CONN_ID = "sms_default"
+
+__all__ = ["DEFAULT_CONN_ID", "__version__", "get_provider_info"]
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_sms import codec
+from airflow_provider_sms import DEFAULT_CONN_ID, codec
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsAuthError,
@@ -274,7 +274,7 @@ class SmsHook(BaseHook):
     """
 
     conn_name_attr = "sms_conn_id"
-    default_conn_name = "sms_default"
+    default_conn_name = DEFAULT_CONN_ID
     conn_type = "sms"
     hook_name = "SMS campaign service"
 

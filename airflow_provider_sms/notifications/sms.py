@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseNotifier
 
-from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms.models import PushType
 from airflow_provider_sms.send_window import SendWindowMode, apply_marketing_rules, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_sms.hooks.sms import SmsHook
 
 
 class SmsNotifier(BaseNotifier):
@@ -50,7 +52,7 @@ class SmsNotifier(BaseNotifier):
         text: str,
         recipients: str | Sequence[str],
         pushtype: PushType = "alert",
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         sender: str | None = None,
         send_window: SendWindowMode = "postpone",
         **kwargs: Any,
@@ -67,6 +69,9 @@ class SmsNotifier(BaseNotifier):
     @cached_property
     def hook(self) -> SmsHook:
         """The hook on ``sms_conn_id``."""
+        # Imported here: DAG files import this module, and only running tasks need the client.
+        from airflow_provider_sms.hooks.sms import SmsHook
+
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def notify(self, context: Context) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException, BaseOperator
 
+from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms.batches import DEFAULT_BATCH_SIZE, BatchPlan, RecipientSource, combine
 from airflow_provider_sms.exceptions import (
     SmsApiError,
@@ -24,13 +25,14 @@ from airflow_provider_sms.exceptions import (
     SmsValidationError,
 )
 from airflow_provider_sms.guard import SendGuard, fingerprint
-from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
 from airflow_provider_sms.segments import count_parts
 from airflow_provider_sms.send_window import SendWindowMode, apply_marketing_rules, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_sms.hooks.sms import SmsHook
 
 # Answers that another attempt would get again (bad token, bad body, bad delay, unknown list, bad
 # data): retrying them only delays the failure. Other statuses (-3 credits, -99) may be retried.
@@ -162,7 +164,7 @@ class SmsBaseOperator(BaseOperator):
         delay: Any = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         send_window: SendWindowMode | str = "postpone",
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -182,6 +184,9 @@ class SmsBaseOperator(BaseOperator):
     @cached_property
     def hook(self) -> SmsHook:
         """The hook on ``sms_conn_id``."""
+        # Imported here: DAG files import this module, and only running tasks need the client.
+        from airflow_provider_sms.hooks.sms import SmsHook
+
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def _message_to_send(self) -> Message:
@@ -266,7 +271,7 @@ class SmsSimulateOperator(SmsBaseOperator):
         message: str | Mapping[str, Any] | Message,
         recipients: Any = None,
         lists: Any = None,
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -533,7 +538,7 @@ class SmsSendOperator(SmsSendBaseOperator):
         recipients: Any,
         max_cost: int | str | None = None,
         on_cost_exceeded: OnGateRefused | str = "fail",
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -566,7 +571,7 @@ class SmsSendListsOperator(SmsSendBaseOperator):
         lists: Any,
         max_cost: int | str | None = None,
         on_cost_exceeded: OnGateRefused | str = "fail",
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(

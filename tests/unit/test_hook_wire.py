@@ -11,6 +11,7 @@ import pytest
 from airflow_provider_sms.models import CampaignResult, NpaiList, Webhook
 
 from .conftest import BASE_URL, TOKEN
+from .samples import WEBHOOK, npai_entry
 
 MESSAGE = {
     "text": "Soldes -20% <-short-> & <b>gras</b> ]]> fin",
@@ -42,26 +43,7 @@ RESULT_XML = (
     "<blacklisted>0</blacklisted><duplicated>0</duplicated><npai>1</npai><invalid>0</invalid>"
     "<not_allowed>0</not_allowed><flood>0</flood><country_limit>0</country_limit></response>"
 )
-WEBHOOK = {
-    "webhook_id": "1839",
-    "type": "DLR",
-    "url": "https://crm.example.com/dlr",
-    "status": "live",
-    "signature": "f0e1d2",
-    "last_http_code": 200,
-}
-NPAI_ENTRY = {
-    "id": "81",
-    "destination": "33612345678",
-    "date": "2026-10-25 02:30:00",
-    "info1": "a",
-    "info2": "",
-    "info3": "",
-    "info4": "",
-    "user_information": [],
-    "campaign_id": 14672468,
-    "batch_id": None,
-}
+NPAI_ENTRY = npai_entry("81", date="2026-10-25 02:30:00", campaign=14672468, info1="a")
 
 
 def xml_tree(element: ET.Element) -> Any:

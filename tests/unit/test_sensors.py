@@ -22,36 +22,15 @@ from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
 
 from .conftest import BASE_URL, connection_json
+from .samples import WEBHOOK, npai_entry
 
 WEBHOOK_URL = f"{BASE_URL}/webhook/1839"
 NPAI_URL = f"{BASE_URL}/npai"
 
 
 def webhook_body(fmt: str, status: str = "live", last_http_code: int | None = 200) -> dict[str, Any]:
-    record = {
-        "webhook_id": "1839",
-        "type": "DLR",
-        "url": "https://crm.example.com/dlr",
-        "status": status,
-        "signature": "f0e1d2",
-        "last_http_code": last_http_code,
-    }
+    record = {**WEBHOOK, "status": status, "last_http_code": last_http_code}
     return {"content": codec.encode_response({"status": 1, "message": "OK", "webhook": record}, fmt)}
-
-
-def entry(id: str, destination: str = "33612345678", date: str = "2026-06-01 10:00:00", campaign: int = 7):
-    return {
-        "id": id,
-        "destination": destination,
-        "date": date,
-        "info1": "",
-        "info2": "",
-        "info3": "",
-        "info4": "",
-        "user_information": [],
-        "campaign_id": campaign,
-        "batch_id": None,
-    }
 
 
 def npai_body(fmt: str, entries: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
@@ -95,14 +74,7 @@ def test_webhook_sensor_waits_until_live_and_returns_the_record(conn, requests_m
 
     assert requests_mock.call_count == 3
     assert sleeps == [5, 5]
-    assert record == {
-        "webhook_id": "1839",
-        "type": "DLR",
-        "url": "https://crm.example.com/dlr",
-        "status": "live",
-        "signature": "f0e1d2",
-        "last_http_code": 200,
-    }
+    assert record == WEBHOOK
 
 
 def test_require_healthy_waits_for_a_2xx_last_call(conn, requests_mock, sleeps):
@@ -227,8 +199,8 @@ def test_reschedule_mode_gives_the_slot_back_between_pokes(conn, requests_mock):
 
 
 def test_npai_sensor_filters_by_campaign_and_returns_the_entries(conn, requests_mock, sleeps):
-    first = [entry("1", campaign=7), entry("2", "33700000002", campaign=8)]
-    second = [*first, entry("3", "33700000003", campaign=8)]
+    first = [npai_entry("1", campaign=7), npai_entry("2", "33700000002", campaign=8)]
+    second = [*first, npai_entry("3", "33700000003", campaign=8)]
     requests_mock.get(NPAI_URL, [npai_body(conn, first), npai_body(conn, second)])
 
     result = npai_sensor(campaign_id="8", min_entries=2).execute({})
@@ -242,7 +214,11 @@ def test_npai_sensor_filters_by_campaign_and_returns_the_entries(conn, requests_
 
 
 def test_npai_sensor_filters_by_normalized_destination(conn, requests_mock, sleeps):
-    entries = [entry("1", "33612345678"), entry("2", "33612345679"), entry("3", "4915112345678")]
+    entries = [
+        npai_entry("1", "33612345678"),
+        npai_entry("2", "33612345679"),
+        npai_entry("3", "4915112345678"),
+    ]
     requests_mock.get(NPAI_URL, **npai_body(conn, entries))
 
     result = npai_sensor(destinations=["+33 6 12 34 56 78", "0049 151 12345678"], min_entries=2).execute({})
@@ -252,8 +228,8 @@ def test_npai_sensor_filters_by_normalized_destination(conn, requests_mock, slee
 
 def test_npai_sensor_reads_every_page(conn, requests_mock, sleeps):
     # 1,001 entries, paged 1,000 at a time: the only match is on the second page.
-    page1 = [entry(str(i), f"3360000{i:04d}", campaign=1) for i in range(1000)]
-    page2 = [entry("1000", "33699999999", campaign=2)]
+    page1 = [npai_entry(str(i), f"3360000{i:04d}", campaign=1) for i in range(1000)]
+    page2 = [npai_entry("1000", "33699999999", campaign=2)]
     requests_mock.get(NPAI_URL, [npai_body(conn, page1, total=1001), npai_body(conn, page2, total=1001)])
 
     result = npai_sensor(campaign_id=2).execute({})
@@ -299,9 +275,9 @@ def test_templated_fields():
 # On 2026-10-25 Paris clocks go back from 03:00 CEST to 02:00 CET: 02:00-02:59 happens twice.
 # Entry dates are Paris wall-clock strings; one in the overlap is read as its first occurrence (CEST).
 OVERLAP_ENTRIES = [
-    entry("before", date="2026-10-25 01:59:59"),  # 23:59:59 UTC the day before
-    entry("first-pass", date="2026-10-25 02:30:00"),  # 00:30 UTC
-    entry("after", date="2026-10-25 03:00:00"),  # 02:00 UTC (CET)
+    npai_entry("before", date="2026-10-25 01:59:59"),  # 23:59:59 UTC the day before
+    npai_entry("first-pass", date="2026-10-25 02:30:00"),  # 00:30 UTC
+    npai_entry("after", date="2026-10-25 03:00:00"),  # 02:00 UTC (CET)
 ]
 
 
@@ -341,10 +317,10 @@ def test_ambiguous_paris_since_is_resolved_and_logged(caplog):
 
 def test_all_filters_combine():
     entries = [
-        entry("a", "33611111111", "2026-10-25 03:10:00", campaign=5),
-        entry("b", "33622222222", "2026-10-25 03:10:00", campaign=5),
-        entry("c", "33611111111", "2026-10-25 03:10:00", campaign=6),
-        entry("d", "33611111111", "2026-10-25 02:10:00", campaign=5),
+        npai_entry("a", "33611111111", "2026-10-25 03:10:00", campaign=5),
+        npai_entry("b", "33622222222", "2026-10-25 03:10:00", campaign=5),
+        npai_entry("c", "33611111111", "2026-10-25 03:10:00", campaign=6),
+        npai_entry("d", "33611111111", "2026-10-25 02:10:00", campaign=5),
     ]
     npai_filter = NpaiFilter.build(
         campaign_id=5, destinations="+33 6 11 11 11 11", since="2026-10-25T02:30:00+01:00"
@@ -354,7 +330,7 @@ def test_all_filters_combine():
 
 
 def test_an_entry_with_an_unreadable_date_does_not_match_since():
-    entries = [entry("gap", date="2026-03-29 02:30:00"), entry("ok", date="2026-03-29 03:30:00")]
+    entries = [npai_entry("gap", date="2026-03-29 02:30:00"), npai_entry("ok", date="2026-03-29 03:30:00")]
 
     assert [e.id for e in NpaiFilter.build(since="2026-03-01 00:00:00").matching(npai(entries))] == ["ok"]
     assert len(NpaiFilter.build().matching(npai(entries))) == 2

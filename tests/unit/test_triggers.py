@@ -16,17 +16,9 @@ from airflow_provider_sms import codec
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 
 from .conftest import BASE_URL, TOKEN, connection_json
+from .samples import WEBHOOK, npai_entry
 
 Handler = Callable[[httpx.Request], httpx.Response]
-
-WEBHOOK = {
-    "webhook_id": "1839",
-    "type": "DLR",
-    "url": "https://crm.example.com/dlr",
-    "status": "live",
-    "signature": "f0e1d2",
-    "last_http_code": 200,
-}
 
 
 def answer(fmt: str, data: dict[str, Any], status_code: int = 200, **headers: str) -> httpx.Response:
@@ -35,21 +27,6 @@ def answer(fmt: str, data: dict[str, Any], status_code: int = 200, **headers: st
 
 def webhook_answer(fmt: str, status: str) -> httpx.Response:
     return answer(fmt, {"status": 1, "message": "OK", "webhook": {**WEBHOOK, "status": status}})
-
-
-def npai_entry(id: str, campaign: int, destination: str = "33612345678") -> dict[str, Any]:
-    return {
-        "id": id,
-        "destination": destination,
-        "date": "2026-06-01 10:00:00",
-        "info1": "",
-        "info2": "",
-        "info3": "",
-        "info4": "",
-        "user_information": [],
-        "campaign_id": campaign,
-        "batch_id": None,
-    }
 
 
 class Service:
