@@ -16,14 +16,11 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient, parse_recipients
 
-# Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
-# request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
-DEFAULT_BATCH_SIZE = 10_000
 # Bad batches quoted in a validation error (each quotes its first bad numbers).
 _QUOTED_BATCHES = 3
 _FIGURES = ("cost", "total", "sent", *FILTER_FIELDS)
@@ -77,7 +74,8 @@ class RecipientSource:
                 f"{field}: no recipients given; give at least one telephone number", [(field, "required")]
             )
         self._source = recipients
-        self._start = recipients.tell() if _is_file(recipients) else None
+        # Where an open file was when given: every pass reads from there.
+        self._start = recipients.tell() if _is_file(recipients) else 0
         self._spool: IO[str] | None = None
         self.allow_gsmsmsid = allow_gsmsmsid
         self.field = field
@@ -92,8 +90,8 @@ class RecipientSource:
         if isinstance(source, os.PathLike) or (hasattr(source, "open") and hasattr(source, "read_text")):
             return _rows_of_path(source)
         if _is_file(source):
-            source.seek(self._start)  # type: ignore[union-attr]
-            return _rows(source)  # type: ignore[arg-type]
+            source.seek(self._start)
+            return _rows(source)
         if isinstance(source, Iterable):
             return self._spooled(source)
         raise SmsValidationError(
@@ -178,7 +176,7 @@ class RecipientSource:
             yield pending, duplicates
 
 
-def _is_file(value: object) -> bool:
+def _is_file(value: object) -> TypeGuard[IO[Any]]:
     return hasattr(value, "read") and hasattr(value, "seek") and hasattr(value, "tell")
 
 

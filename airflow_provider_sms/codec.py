@@ -43,6 +43,7 @@ _REPEATED = frozenset({"list", "links", "gsm", "lists"})
 _MESSAGE_FIELDS = ("text", "pushtype", "sender", "delay", "links")
 # How much of an unreadable body an error quotes.
 _QUOTE = 200
+_CR_ENTITY = {"\r": "&#13;"}
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,8 +65,16 @@ def _message_json(message: Message) -> dict[str, Any]:
 
 
 def _cdata(text: str) -> str:
-    # "]]>" cannot appear inside one CDATA section: split it across two.
-    return "<![CDATA[" + text.replace("]]>", "]]]]><![CDATA[>") + "]]>"
+    # "]]>" cannot appear inside one CDATA section: split it across two. A carriage return would be
+    # turned into a line feed by any XML parser (end-of-line normalization, CDATA included), so it
+    # goes between two sections as a character reference: XML then carries the same text as JSON.
+    inner = text.replace("]]>", "]]]]><![CDATA[>").replace("\r", "]]>&#13;<![CDATA[")
+    return "<![CDATA[" + inner + "]]>"
+
+
+def _escape(text: str) -> str:
+    """Escape element text; ``\r`` as a character reference, which XML parsers keep (see ``_cdata``)."""
+    return escape(text, _CR_ENTITY)
 
 
 def _message_xml(message: Message) -> str:
@@ -73,8 +82,8 @@ def _message_xml(message: Message) -> str:
     for name in ("pushtype", "sender", "delay"):
         value = getattr(message, name)
         if value is not None:
-            parts.append(f"<{name}>{escape(value)}</{name}>")
-    parts.extend(f"<links>{escape(link)}</links>" for link in message.links)
+            parts.append(f"<{name}>{_escape(value)}</{name}>")
+    parts.extend(f"<links>{_escape(link)}</links>" for link in message.links)
     parts.append("</message>")
     return "".join(parts)
 
@@ -127,9 +136,9 @@ def _xml_gsm(recipients: Sequence[str | Recipient]) -> str:
     for item in recipients:
         if isinstance(item, Recipient):
             attr = f" gsmsmsid={quoteattr(item.gsmsmsid)}" if item.gsmsmsid is not None else ""
-            items.append(f"<gsm{attr}>{escape(item.value)}</gsm>")
+            items.append(f"<gsm{attr}>{_escape(item.value)}</gsm>")
         else:
-            items.append(f"<gsm>{escape(item)}</gsm>")
+            items.append(f"<gsm>{_escape(item)}</gsm>")
     return "".join(items)
 
 
@@ -198,7 +207,7 @@ def _xml_element(tag: str, value: Any) -> str:
         return f"<{tag}>null</{tag}>" if tag == "batch_id" else f"<{tag}/>"
     if isinstance(value, bool):
         value = int(value)
-    return f"<{tag}>{escape(str(value))}</{tag}>"
+    return f"<{tag}>{_escape(str(value))}</{tag}>"
 
 
 def _xml_children(name: str, value: Any) -> str:
@@ -328,6 +337,10 @@ def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str
     status = _malformed_status(fmt) if request else None
     if not body or not body.strip():
         raise SmsApiError(status, "empty body", endpoint=endpoint)
+    # A hostile body nested thousands deep (``[[[[...`` or ``<a><a><a>...``) exhausts the recursion
+    # of json.loads or of _xml_value: refused like any unreadable body, never a bare RecursionError
+    # (on a send, that would hide that the campaign may have been created).
+    too_deep = f"the body is nested too deeply to be an answer of the service; it starts with {body[:60]!r}"
     if fmt == "json":
         try:
             return json.loads(body)
@@ -338,12 +351,15 @@ def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str
                 body=_quote(body),
                 endpoint=endpoint,
             ) from None
+        except RecursionError:
+            raise SmsApiError(status, too_deep, body=_quote(body), endpoint=endpoint) from None
     try:
         root = _safe_fromstring(body)
     except DefusedXmlException as exc:
         raise SmsApiError(
             status,
-            f"the XML body was refused as unsafe ({type(exc).__name__})",
+            f"the XML body was refused as unsafe ({type(exc).__name__}: a DOCTYPE could expand "
+            "entities or read external files, and no answer of the service has one)",
             body=_quote(body),
             endpoint=endpoint,
         ) from None
@@ -354,7 +370,10 @@ def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str
             body=_quote(body),
             endpoint=endpoint,
         ) from None
-    return {root.tag: _xml_value(root)} if request else _xml_value(root)
+    try:
+        return {root.tag: _xml_value(root)} if request else _xml_value(root)
+    except RecursionError:
+        raise SmsApiError(status, too_deep, body=_quote(body), endpoint=endpoint) from None
 
 
 class _PrologEnd(Exception):

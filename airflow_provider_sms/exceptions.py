@@ -45,10 +45,12 @@ class SmsApiError(SmsError):
         endpoint: str | None = None,
     ) -> None:
         self.status = status
-        self.message = message
-        self.body = body
+        # What the service said is taken as it came, less the access token: a proxy or a debugging
+        # server may echo the request, Authorization header included, into its answer.
+        self.message = _redact(message)
+        self.body = _redact(body)
         self.http_status = http_status
-        self.details = details
+        self.details = _redact(details)
         self.endpoint = endpoint
         super().__init__(self._describe())
 
@@ -60,6 +62,24 @@ class SmsApiError(SmsError):
         hint = f" ({meaning})" if meaning and meaning.lower() != self.message.lower() else ""
         details = f"; details: {self.details}" if self.details else ""
         return f"{where}the service answered {code}{http}: {self.message}{hint}{details}"
+
+
+def _redact(value: Any) -> Any:
+    """``value`` with the secrets known to Airflow's secrets masker (the access token) replaced by ``***``.
+
+    The hook and the triggers register the token with the masker when they read the connection.
+    """
+    if value is None:
+        return None
+    try:
+        from airflow.providers.common.compat.sdk import redact
+    except ImportError:  # pragma: no cover - compat always ships it
+        return value
+    if isinstance(value, bytes):
+        text = value.decode(errors="replace")
+        clean = str(redact(text))
+        return value if clean == text else clean.encode()
+    return redact(value)
 
 
 class SmsMaybeSentError(SmsError):

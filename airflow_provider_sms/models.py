@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.segments import SHORT_MARKER
 
 PushType = Literal["alert", "marketing"]
 PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
-SHORT_MARKER = "<-short->"
 
 # International format without sign: country code first (never 0), 8 to 15 digits (E.164).
 _VALID_NUMBER = re.compile(r"[1-9][0-9]{7,14}")
@@ -27,9 +27,13 @@ _VALID_NUMBER = re.compile(r"[1-9][0-9]{7,14}")
 _SEPARATORS = re.compile(r"[\s.\-()/]")
 # Characters XML 1.0 cannot carry: such text could never reach the service in XML format.
 _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# Characters no link may hold: whitespace, C0/C1 controls and the XML non-characters.
+_URL_FORBIDDEN = re.compile("[\\s\x00-\x1f\x7f-\x9f\ufffe\uffff]")
 _SENDER = re.compile(r"[A-Za-z0-9 ]{1,11}|[0-9]{1,15}")
 # How many bad numbers an error message quotes before summarising the rest.
 _EXAMPLES = 5
+# Longest quote of a bad value in an error (a hostile megabyte "number" must not make a megabyte error).
+_QUOTE = 60
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,6 +44,12 @@ class SmsModel(BaseModel):
     # defer_build: the validators are built on first use, not at import (DAG files import these models
     # through the operators; building them all at import adds about 4 ms to every parse).
     model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to ``_QUOTE`` characters for error messages."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE else f"{text[:_QUOTE]}... ({len(text)} characters)"
 
 
 def _check_xml_safe(value: str, field: str) -> str:
@@ -87,9 +97,11 @@ class Message(SmsModel):
     @field_validator("sender")
     @classmethod
     def _sender_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _SENDER.fullmatch(value):
+        # A blank sender is refused: XML would carry it as no sender at all, JSON as spaces.
+        if value is not None and (not _SENDER.fullmatch(value) or not value.strip()):
             raise ValueError(
-                "sender must be 1 to 11 letters, digits or spaces, or a number of up to 15 digits"
+                "sender must be 1 to 11 letters, digits or spaces (not only spaces), "
+                "or a number of up to 15 digits"
             )
         return value
 
@@ -98,7 +110,15 @@ class Message(SmsModel):
     def _links_are_urls(cls, value: list[str]) -> list[str]:
         for index, link in enumerate(value):
             if not link.startswith(("http://", "https://")) or len(link) < 11 or " " in link:
-                raise ValueError(f"links[{index}]={link!r} is not an absolute http(s) URL")
+                raise ValueError(f"links[{index}]={_shown(link)} is not an absolute http(s) URL")
+            # Whitespace and control characters are not URL characters (percent-encode them), and
+            # XML could not carry most of them: refused before any request.
+            found = _URL_FORBIDDEN.search(link)
+            if found:
+                raise ValueError(
+                    f"links[{index}]={_shown(link)} contains {found.group()!r} at position {found.start()}; "
+                    "percent-encode whitespace and control characters in URLs"
+                )
         return value
 
     @model_validator(mode="after")
@@ -137,8 +157,11 @@ class Recipient(SmsModel):
     @field_validator("gsmsmsid", mode="before")
     @classmethod
     def _gsmsmsid_text(cls, value: object) -> str | None:
-        if value is None or isinstance(value, str):
+        if value is None:
             return value
+        if isinstance(value, str):
+            # Sent as an XML attribute in XML format: control characters would break the body.
+            return _check_xml_safe(value, "gsmsmsid")
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
         raise ValueError("gsmsmsid must be a string")
@@ -154,12 +177,13 @@ class ListRef(SmsModel):
     def _integer_id(cls, value: object) -> int:
         # Templated fields render to strings, so "12" is accepted; "abc", 1.5 and True are not.
         if isinstance(value, bool):
-            raise ValueError(f"list id must be an integer, got {value!r}")
-        if isinstance(value, int):
+            raise ValueError(f"list id must be an integer, got {_shown(value)}")
+        # Negative ids are refused like "-1" is: the two forms must agree (XML carries ids as text).
+        if isinstance(value, int) and value >= 0:
             return value
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             return int(value.strip())
-        raise ValueError(f"list id must be an integer, got {value!r}")
+        raise ValueError(f"list id must be an integer (0 or more), got {_shown(value)}")
 
 
 class CampaignResult(SmsModel):
@@ -274,7 +298,11 @@ class NpaiEntry(SmsModel):
     @property
     def paris_date(self) -> pendulum.DateTime:
         """``date`` as an aware datetime in Europe/Paris (DST overlap: first occurrence)."""
-        return paris_wall_time(pendulum.parse(self.date, exact=True).naive(), field="npai.date")
+        parsed = pendulum.parse(self.date, exact=True)
+        if not isinstance(parsed, pendulum.DateTime):  # a bare date, time or duration
+            message = f"npai.date={self.date!r}: not a date and time; expected 'Y-m-d H:i:s'"
+            raise SmsValidationError(message, [("npai.date", message)])
+        return paris_wall_time(parsed.naive(), field="npai.date")
 
 
 class NpaiList(SmsModel):
@@ -303,7 +331,7 @@ def format_errors(exc: ValidationError, prefix: str = "") -> list[tuple[str, str
         field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
         text = error["msg"].removeprefix("Value error, ")
         if error["type"] != "value_error" and "input" in error:
-            text = f"{text} (got {error['input']!r})"
+            text = f"{text} (got {_shown(error['input'])})"
         errors.append((field or "message", text))
     return errors
 
@@ -323,10 +351,20 @@ def _join(errors: list[tuple[str, str]]) -> str:
     return "; ".join(f"{field}: {text}" for field, text in errors)
 
 
+class NumberRuleError(ValueError):
+    """A recipient refused by one rule; ``rule`` names it, so that many bad ones are counted by rule."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
 def normalize_number(value: object) -> str:
     """Return ``value`` as digits in international format, or raise ``ValueError`` saying why."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"a telephone number must be a string of digits, got {value!r}")
+        raise NumberRuleError(
+            f"a telephone number must be a string of digits, got {_shown(value)}", "not text"
+        )
     text = str(value)
     if _VALID_NUMBER.fullmatch(text):
         return text
@@ -336,16 +374,31 @@ def normalize_number(value: object) -> str:
     elif digits.startswith("00"):
         digits = digits[2:]
     elif digits.startswith("0"):
-        raise ValueError(
-            f"{text!r} is a national number; give it in international format with its country code, "
-            "e.g. 33612345678 for 06 12 34 56 78 in France"
+        raise NumberRuleError(
+            f"{_shown(text)} is a national number; give it in international format with its country code, "
+            "e.g. 33612345678 for 06 12 34 56 78 in France",
+            "national number",
         )
     if not _VALID_NUMBER.fullmatch(digits):
-        raise ValueError(
-            f"{text!r} is not an international telephone number "
-            "(8 to 15 digits, country code first, no letters)"
+        raise NumberRuleError(
+            f"{_shown(text)} is not an international telephone number "
+            "(8 to 15 digits, country code first, no letters)",
+            "not an international number",
         )
     return digits
+
+
+def _rule_of(exc: ValueError) -> str:
+    """The rule a bad recipient broke, for counting (a pydantic error: its first field and kind)."""
+    if isinstance(exc, ValidationError):
+        error = exc.errors(include_url=False)[0]
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, NumberRuleError):
+            return cause.rule
+        where = ".".join(str(part) for part in error["loc"]) or "recipient"
+        kind = "invalid" if error["type"] == "value_error" else error["type"]
+        return f"{where} {kind}"
+    return getattr(exc, "rule", "invalid")
 
 
 RecipientInput = str | int | Mapping[str, Any] | Recipient
@@ -372,6 +425,8 @@ def parse_recipients(
     prepared: list[str | Recipient] = []
     bad: list[str] = []
     bad_count = 0
+    by_rule: dict[str, int] = {}
+    by_rule_quoted: set[str] = set()
     for index, item in enumerate(items):
         try:
             if isinstance(item, str) and _VALID_NUMBER.fullmatch(item):
@@ -385,19 +440,27 @@ def parse_recipients(
                 prepared.append(normalize_number(item))
                 continue
             if recipient.gsmsmsid is not None and not allow_gsmsmsid:
-                raise ValueError("gsmsmsid is only valid on /send (numbers), not on lists or simulations")
+                raise NumberRuleError(
+                    "gsmsmsid is only valid on /send (numbers), not on lists or simulations",
+                    "gsmsmsid not allowed",
+                )
             prepared.append(recipient if recipient.gsmsmsid is not None else recipient.value)
-        except (ValueError, ValidationError) as exc:
+        except ValueError as exc:  # pydantic's ValidationError included
             bad_count += 1
-            if len(bad) < _EXAMPLES:
+            rule = _rule_of(exc)
+            by_rule[rule] = by_rule.get(rule, 0) + 1
+            # The first few, and the first of every other rule broken (up to twice as many).
+            if len(bad) < _EXAMPLES or (rule not in by_rule_quoted and len(bad) < 2 * _EXAMPLES):
+                by_rule_quoted.add(rule)
                 reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
                 bad.append(f"{field}[{offset + index}]: {reason}")
     if bad_count:
+        # One message however many are bad: counts by rule, then the first few examples.
         more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
+        rules = ", ".join(f"{count} {rule}" for rule, count in sorted(by_rule.items(), key=lambda kv: -kv[1]))
         message = (
-            f"{field}: {bad_count} of {len(prepared) + bad_count} recipients are not valid; "
-            + "; ".join(bad)
-            + more
+            f"{field}: {bad_count} of {len(prepared) + bad_count} recipients are not valid "
+            f"(by rule: {rules}); " + "; ".join(bad) + more
         )
         raise SmsValidationError(message, [(field, message)])
     if not prepared:
@@ -406,10 +469,13 @@ def parse_recipients(
     return prepared
 
 
-def parse_lists(items: Iterable[object] | int | str, field: str = "lists") -> list[ListRef]:
-    """Validate list ids (ints, digit strings or ``{"value": id}``) into :class:`ListRef`."""
-    if isinstance(items, (int, str, Mapping)):
+def parse_lists(items: object, field: str = "lists") -> list[ListRef]:
+    """Validate list ids (ints, digit strings or ``{"value": id}``; one or several) into :class:`ListRef`."""
+    if isinstance(items, (int, str, Mapping, ListRef)):
         items = [items]
+    if not isinstance(items, Iterable):
+        message = f"{field}={items!r}: expected a list id or a list of list ids (ints)"
+        raise SmsValidationError(message, [(field, message)])
     refs: list[ListRef] = []
     for index, item in enumerate(items):
         if isinstance(item, Mapping) and "gsmsmsid" in item:

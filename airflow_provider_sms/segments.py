@@ -14,8 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_provider_sms.models import SHORT_MARKER
-
 # GSM 03.38 basic character set (the escape character 0x1B excluded: it only introduces extensions).
 GSM7_BASIC = frozenset(
     "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
@@ -25,6 +23,8 @@ GSM7_BASIC = frozenset(
 GSM7_EXTENSION = frozenset("^{}\\[~]|€\f")
 SINGLE = {"GSM-7": 160, "UCS-2": 70}
 PER_PART = {"GSM-7": 153, "UCS-2": 67}
+# Where the service inserts a short URL in a text (one marker per link of the message).
+SHORT_MARKER = "<-short->"
 # Length counted for each short-URL marker; an estimate (e.g. "https://sms.to/Ab3xY9").
 SHORT_URL_LENGTH = 22
 

@@ -15,17 +15,18 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Container
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 
 from airflow_provider_sms.delay import API_FORMAT, PARIS, format_delay
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.models import Message
+from airflow_provider_sms.options import check_mode
 from airflow_provider_sms.segments import PER_PART, SINGLE, count_parts
 
-SendWindowMode = Literal["postpone", "fail", "ignore"]
-SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
+if TYPE_CHECKING:
+    from airflow_provider_sms.models import Message
+
 OPENS = dt.time(8, 0)
 CLOSES = dt.time(20, 0)
 RULE = (
@@ -104,14 +105,6 @@ def effective_send_time(message: Message, *, now: dt.datetime | None = None) -> 
         # Already checked by Message (a real Paris time); an autumn-overlap time was reported there.
         return pendulum.from_format(message.delay, "YYYY-MM-DD HH:mm:ss", tz=PARIS)
     return pendulum.instance(now or _now()).in_timezone(PARIS)
-
-
-def check_mode(value: object) -> SendWindowMode:
-    """Return ``value`` as a send-window mode, or raise SmsValidationError naming ``send_window``."""
-    if value not in SEND_WINDOW_MODES:
-        message = f"send_window={value!r}: use 'postpone', 'fail' or 'ignore'"
-        raise SmsValidationError(message, [("send_window", message)])
-    return cast(SendWindowMode, value)
 
 
 def apply_send_window(

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="CASE", help="run only these groups of cases")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
-    groups = cases(sizes, (args.dag or cases_startup.default_dag()).resolve())
+    groups = cases(sizes, (args.dag or cases_startup.EXAMPLE_DAG).resolve())
     unknown = set(args.only or ()) - groups.keys()
     if unknown:
         parser.error(f"unknown case(s) {sorted(unknown)}; choose from {sorted(groups)}")

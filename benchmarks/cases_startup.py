@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.util
 import json
 import os
@@ -19,8 +21,6 @@ OPERATORS = "airflow_provider_sms.operators.sms"
 HOOK = "airflow_provider_sms.hooks.sms"
 BASELINE_MODULE = "airflow.sdk"
 IMPORT_OVERHEAD_MS = 50.0
-STANDIN_DAG = Path(__file__).resolve().parent / "standin_dag.py"
-STANDIN_NEEDS = (OPERATORS, "airflow_provider_sms.sensors.sms")
 EXAMPLE_DAG = ROOT / "dags_examples" / "sms_weekly_campaign.py"
 # Children compile each module once and reuse the bytecode, as an installed deployment does (.pyc
 # files), even where PYTHONDONTWRITEBYTECODE is set; the cache lives outside the source tree.
@@ -38,14 +38,42 @@ print(time.perf_counter() - start)
 # What Airflow's DAG processor does for one file: pre-import the airflow.* modules the file names
 # (in the manager, before it forks the parsing process), then execute the file. Only the execution
 # is timed; importing this provider's own modules is part of it, as it is in the processor.
+# With a JSON map of stand-ins as second argument ({module: {name: "operator" | "notifier"}}), the
+# provider's modules are replaced, before timing, by modules whose classes are Airflow's
+# EmptyOperator (or a no-op notifier) taking the same arguments: the same file then builds the same
+# DAG out of Airflow's own classes, and the difference is what the provider costs.
 _PARSE_CHILD = """
-import importlib, importlib.util, json, sys, time
+import importlib, importlib.util, json, sys, time, types
 from airflow.sdk import DAG
 from airflow.sdk.definitions._internal.contextmanager import DagContext
 from airflow.utils.file import iter_airflow_imports
 path = sys.argv[1]
 for name in iter_airflow_imports(path):
     importlib.import_module(name)
+if len(sys.argv) > 2:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import BaseNotifier
+
+    class StandInOperator(EmptyOperator):
+        def __init__(self, *, task_id, **kwargs):
+            super().__init__(task_id=task_id)
+
+    class StandInNotifier(BaseNotifier):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+
+        def notify(self, context):
+            pass
+
+    kinds = {"operator": StandInOperator, "notifier": StandInNotifier}
+    for module_name, names in json.loads(sys.argv[2]).items():
+        parts = module_name.split(".")
+        for depth in range(1, len(parts)):
+            sys.modules.setdefault(".".join(parts[:depth]), types.ModuleType(".".join(parts[:depth])))
+        module = types.ModuleType(module_name)
+        for name, kind in names.items():
+            setattr(module, name, kinds[kind])
+        sys.modules[module_name] = module
 # As the processor's importer: DAGs made in a `with DAG(...)` block without a name are auto-registered.
 DagContext.current_autoregister_module_name = "bench_parsed_dag"
 start = time.perf_counter()
@@ -62,11 +90,7 @@ shape = [
         "dag_id": dag.dag_id,
         "schedule": dag.schedule if isinstance(dag.schedule, str) else None,
         "tasks": [
-            {
-                "task_id": task.task_id,
-                "upstream": sorted(task.upstream_task_ids),
-                "python_task": getattr(task, "custom_operator_name", None) == "@task",
-            }
+            {"task_id": task.task_id, "upstream": sorted(task.upstream_task_ids)}
             for task in dag.tasks
         ],
     }
@@ -142,32 +166,47 @@ def _importtime(code: str) -> list[tuple[str, int]]:
     return rows
 
 
-def default_dag() -> Path:
-    """The example DAG once it exists, else the stand-in of the same shape kept with the benchmarks."""
-    return EXAMPLE_DAG if EXAMPLE_DAG.exists() else STANDIN_DAG
+def stand_ins(path: Path) -> dict[str, dict[str, str]]:
+    """What the DAG file imports from this provider, by module: each name an operator or a notifier.
+
+    Read from the file's ``from airflow_provider_sms... import`` statements; a name that is neither an
+    operator (or sensor) nor a notifier (e.g. ``SmsHook`` used in a ``@task``) cannot be stood in for,
+    and is refused: the comparison would not be of the same DAG.
+    """
+    from airflow.providers.common.compat.sdk import BaseNotifier, BaseOperator
+
+    found: dict[str, dict[str, str]] = defaultdict(dict)
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("airflow_provider_sms"):
+            continue
+        module = importlib.import_module(node.module or "")
+        for alias in node.names:
+            value = getattr(module, alias.name)
+            if isinstance(value, type) and issubclass(value, BaseOperator):
+                found[module.__name__][alias.asname or alias.name] = "operator"
+            elif isinstance(value, type) and issubclass(value, BaseNotifier):
+                found[module.__name__][alias.asname or alias.name] = "notifier"
+            else:
+                raise ValueError(f"{path}: cannot stand in for {node.module}.{alias.name} (not a task class)")
+    return dict(found)
 
 
-def _parse(path: Path) -> dict[str, Any]:
-    return json.loads(_child(_PARSE_CHILD, str(path)).stdout.strip().splitlines()[-1])
+def _parse(path: Path, replaced: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    args = (str(path), json.dumps(replaced)) if replaced is not None else (str(path),)
+    return json.loads(_child(_PARSE_CHILD, *args).stdout.strip().splitlines()[-1])
 
 
-def twin_source(dags: list[dict[str, Any]], *, keep_python_tasks: bool = True) -> str:
-    """A DAG file with the same DAGs, task ids and dependencies, built from EmptyOperator.
+def twin_source(dags: list[dict[str, Any]]) -> str:
+    """A DAG file with the same DAG ids, task ids and dependencies, every task an EmptyOperator.
 
     :param dags: the shape read from the parsed file.
-    :param keep_python_tasks: keep ``@task`` functions as (empty) ``@task`` functions, so that the
-        cost of Airflow's own decorator is on both sides; every other task becomes an EmptyOperator.
     """
-    python_tasks = any(item.get("python_task") for dag in dags for item in dag["tasks"])
     lines = [
         "from __future__ import annotations",
         "",
         "import pendulum",
         "from airflow.providers.standard.operators.empty import EmptyOperator",
-        # Only a twin with @task functions names `task`: importing it loads Airflow's decorators.
-        "from airflow.sdk import DAG, task"
-        if keep_python_tasks and python_tasks
-        else "from airflow.sdk import DAG",
+        "from airflow.sdk import DAG",
         "",
     ]
     for index, dag in enumerate(dags):
@@ -178,16 +217,7 @@ def twin_source(dags: list[dict[str, Any]], *, keep_python_tasks: bool = True) -
         )
         ids = {item["task_id"]: f"t{index}_{number}" for number, item in enumerate(dag["tasks"])}
         for item in dag["tasks"]:
-            variable, task_id = ids[item["task_id"]], item["task_id"]
-            if keep_python_tasks and item.get("python_task"):
-                lines += [
-                    f"    @task(task_id={task_id!r})",
-                    f"    def {variable}_function() -> None:",
-                    "        pass",
-                    f"    {variable} = {variable}_function()",
-                ]
-            else:
-                lines.append(f"    {variable} = EmptyOperator(task_id={task_id!r})")
+            lines.append(f"    {ids[item['task_id']]} = EmptyOperator(task_id={item['task_id']!r})")
         for item in dag["tasks"]:
             for upstream in item["upstream"]:
                 lines.append(f"    {ids[upstream]} >> {ids[item['task_id']]}")
@@ -196,37 +226,35 @@ def twin_source(dags: list[dict[str, Any]], *, keep_python_tasks: bool = True) -
 
 
 def dag_parse_cases(path: Path, reps: int) -> list[Record]:
-    """Parse ``path`` vs its twins, each in a fresh interpreter, as the DAG processor does.
+    """Parse ``path`` vs its baselines, each in a fresh interpreter, as the DAG processor does.
 
-    Two twins: the target's keeps ``@task`` functions as ``@task`` (the work Airflow's decorator does
-    is not the provider's), the report-only one makes every task an EmptyOperator.
+    Target: the same file with this provider's classes replaced by Airflow's EmptyOperator (same
+    DAG, same params, same ``@task`` functions): the difference is the provider's imports and task
+    construction. Report only: a generated file with the same DAG ids, task ids and dependencies,
+    every task an EmptyOperator and no params (the literal baseline, which also charges us the file's
+    own DAG-level features).
     """
     target = Target(1.10)
     name = f"DAG file parse ({path.name})"
-    strict_name = f"DAG file parse ({path.name}) vs all-EmptyOperator twin"
-    missing = [module for module in STANDIN_NEEDS if importlib.util.find_spec(module) is None]
-    if path == STANDIN_DAG and missing:
-        reason = f"{', '.join(missing)} not written yet; the stand-in DAG needs them"
-        return [skipped(name, 0, target, reason), skipped(strict_name, 0, REPORT, reason)]
+    literal_name = f"DAG file parse ({path.name}) vs generated all-EmptyOperator twin"
     first = _parse(path)
     tasks = sum(len(dag["tasks"]) for dag in first["dags"])
     if not tasks:
         reason = f"{path} defines no DAG"
-        return [skipped(name, 0, target, reason), skipped(strict_name, 0, REPORT, reason)]
+        return [skipped(name, 0, target, reason), skipped(literal_name, 0, REPORT, reason)]
+    replaced = stand_ins(path)
+    if _parse(path, replaced)["dags"] != first["dags"]:
+        raise RuntimeError(f"{path}: the stand-in parse does not build the same DAGs")
     with tempfile.TemporaryDirectory() as folder:
         twin = Path(folder) / f"{path.stem}_twin.py"
         twin.write_text(twin_source(first["dags"]))
-        strict = Path(folder) / f"{path.stem}_empty_twin.py"
-        strict.write_text(twin_source(first["dags"], keep_python_tasks=False))
-        for warm in (twin, strict):
-            _parse(warm)  # fills the bytecode cache (the first parse of ``path`` did it for ours)
-        ours = baseline = strict_baseline = float("inf")
+        _parse(twin)  # fills the bytecode cache (the first parse of ``path`` did it for ours)
+        ours = baseline = literal = float("inf")
         for _ in range(reps):
             ours = min(ours, _parse(path)["seconds"])
-            baseline = min(baseline, _parse(twin)["seconds"])
-            strict_baseline = min(strict_baseline, _parse(strict)["seconds"])
-    where = "stand-in DAG of the same shape (benchmarks/standin_dag.py)" if path == STANDIN_DAG else str(path)
-    python_tasks = sum(bool(item.get("python_task")) for dag in first["dags"] for item in dag["tasks"])
+            baseline = min(baseline, _parse(path, replaced)["seconds"])
+            literal = min(literal, _parse(twin)["seconds"])
+    classes = ", ".join(sorted(name for names in replaced.values() for name in names))
     how = (
         f"fresh interpreter each time, min of {reps}, airflow.* imports the file names pre-imported as the "
         "DAG processor does, then the file's own execution timed (importing our modules is part of it)"
@@ -238,17 +266,16 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
             ours,
             baseline,
             target,
-            note=f"{where}, {tasks} tasks, vs a twin with the same DAG ids, task ids and dependencies: "
-            f"every provider task an EmptyOperator, the {python_tasks} @task function(s) kept as empty "
-            f"@task functions; {how}",
+            note=f"{path}, {tasks} tasks, vs the same file with {classes} replaced by EmptyOperator "
+            f"stand-ins taking the same arguments (checked to build the same DAGs); {how}",
         ),
         record(
-            strict_name,
+            literal_name,
             tasks,
             ours,
-            strict_baseline,
+            literal,
             REPORT,
-            note="the same, against a twin where every task, @task ones included, is an EmptyOperator "
-            "(the issue's literal baseline: it also charges us the import of Airflow's @task decorator)",
+            note="the same, against a generated file with the same DAG ids, task ids and dependencies "
+            "where every task (@task ones included) is an EmptyOperator and the DAG has no params",
         ),
     ]

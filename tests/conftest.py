@@ -3,6 +3,8 @@
 ``airflow_home`` migrates one SQLite metadata database per test session; ``run_dag_test`` runs
 ``airflow dags test`` for one DAG file in a subprocess against it, with the environment the test
 gives (typically ``AIRFLOW_CONN_SMS_DEFAULT`` pointing at the sandbox).
+
+The token canary (tests/token_canary.py) watches the whole session: the home, and every DAG run's output.
 """
 
 from __future__ import annotations
@@ -12,8 +14,15 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # imported by pytest_plugins below, where its asserts are rewritten
+    from tests.token_canary import TokenCanary
+
+# The token canary guards every test; pytester runs the guard's own tests.
+pytest_plugins = ["tests.token_canary", "pytester"]
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 # Upper bounds, so that a hung subprocess fails the test instead of blocking the suite.
@@ -40,9 +49,13 @@ def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> di
 
 
 @pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A throwaway AIRFLOW_HOME whose metadata database is migrated once per session."""
+def airflow_home(tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCanary) -> Path:
+    """A throwaway AIRFLOW_HOME whose metadata database is migrated once per session.
+
+    The token canary scans it at the end of the session: logs, files, XComs and the rest of the database.
+    """
     home = tmp_path_factory.mktemp("airflow_home")
+    token_canary.watch_airflow_home(home)
     result = subprocess.run(
         [AIRFLOW, "db", "migrate"],
         env=airflow_env(home),
@@ -57,18 +70,21 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def run_dag_test(airflow_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+def run_dag_test(
+    airflow_home: Path, token_canary: TokenCanary
+) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``airflow dags test <dag_id> -f <dag_file>`` in a subprocess; returns the finished process.
 
     The DAG's folder is the DAGS_FOLDER; ``env`` adds variables (e.g. the sms_default connection);
     ``args`` adds options of ``airflow dags test`` (e.g. ``["-c", '{"max_cost": 5}']`` for run conf).
     Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
+    Its stdout and stderr are checked by the token canary (a leak fails the test).
     """
 
     def run(
         dag_file: Path, dag_id: str, env: Mapping[str, str], args: Sequence[str] = ()
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        process = subprocess.run(
             [AIRFLOW, "dags", "test", dag_id, "-f", str(dag_file), *args],
             env=airflow_env(airflow_home, dag_file.parent, **env),
             capture_output=True,
@@ -76,6 +92,9 @@ def run_dag_test(airflow_home: Path) -> Callable[..., subprocess.CompletedProces
             timeout=DAG_TEST_TIMEOUT,
             check=False,
         )
+        token_canary.check_output(process.stdout, f"stdout of airflow dags test {dag_id}")
+        token_canary.check_output(process.stderr, f"stderr of airflow dags test {dag_id}")
+        return process
 
     return run
 

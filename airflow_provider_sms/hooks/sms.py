@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -49,7 +50,11 @@ DEFAULT_TIMEOUT = 30.0
 # Page size for GET /npai: the service's other list endpoints accept at most 1000.
 NPAI_PAGE_SIZE = 1000
 # Largest answer read into memory; a bigger one is refused rather than exhausting the worker.
+# This one is for GET /npai, which may legitimately be long when the service ignores paging.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Largest answer of every other endpoint (a campaign result, a webhook record or an error): they are
+# well under 1 KB, so reading megabytes of one is pointless; 1 MiB leaves room for a proxy's HTML page.
+MAX_SMALL_RESPONSE_BYTES = 1024 * 1024
 # Longest wait honoured from a Retry-After header.
 MAX_RETRY_AFTER = 60.0
 
@@ -152,6 +157,8 @@ def request_headers(settings: SmsConnectionSettings) -> dict[str, str]:
         "Accept": codec.CONTENT_TYPES[settings.format],
         "Content-Type": codec.CONTENT_TYPES[settings.format],
         "User-Agent": "airflow-provider-sms",
+        # Only the encodings BoundedBody can decompress with a bound (no br/zstd even when installed).
+        "Accept-Encoding": "gzip, deflate",
     }
 
 
@@ -225,12 +232,46 @@ def check_read_response(
     """Judge the HTTP status of a read-only call (shared by the hook and the async triggers).
 
     429 and 5xx raise :class:`_Retryable` (with the Retry-After to honour); any other non-2xx raises
-    the service's error from the body (e.g. :class:`SmsNotFoundError` for status -5).
+    the service's error from the body (e.g. :class:`SmsNotFoundError` for status -5); a 2xx that is
+    empty or an HTML page raises :func:`not_an_answer`'s error, not retried.
     """
     if http_status == 429 or http_status >= 500:
         raise _Retryable(f"{endpoint}: HTTP {http_status}", retry_after=_parse_retry_after(retry_after))
     if http_status >= 400:
         _raise_client_error(http_status, reason, answer, fmt, endpoint)
+    unreadable = not_an_answer(http_status, answer, fmt, endpoint)
+    if unreadable is not None:
+        raise unreadable
+
+
+# How an HTML page starts (a web site's, a proxy's, a captive portal's): never an answer of the service.
+_HTML_STARTS = (b"<!doctype html", b"<html")
+
+
+def not_an_answer(
+    http_status: int, answer: bytes, fmt: codec.WireFormat, endpoint: str
+) -> SmsApiError | None:
+    """The error for a 2xx answer that is certainly not the service's (empty, or an HTML page), else None.
+
+    A server answered in full, so repeating the call would get the same: the usual cause is a base
+    URL that points at a web site, or a proxy answering in the service's place. The error says so,
+    rather than "not valid JSON" or, in XML, "DOCTYPE refused as unsafe".
+    """
+    head = answer.lstrip()[:64]
+    if not head:
+        what = "an empty body"
+    elif head.lower().startswith(_HTML_STARTS):
+        what = f"an HTML page (it starts with {answer[:60]!r})"
+    else:
+        return None
+    return SmsApiError(
+        None,
+        f"HTTP {http_status} with {what} instead of a {fmt.upper()} answer of the service: check that the "
+        "connection's host is the service's API base URL and that no proxy answers in its place",
+        body=answer[:200],
+        http_status=http_status,
+        endpoint=endpoint,
+    )
 
 
 def _raise_client_error(
@@ -250,14 +291,111 @@ def _raise_client_error(
     raise SmsApiError(1, f"HTTP {http_status} with status 1", http_status=http_status, endpoint=endpoint)
 
 
-def response_too_large(http_status: int, endpoint: str) -> SmsApiError:
-    """The error for an answer larger than MAX_RESPONSE_BYTES (refused instead of exhausting memory)."""
-    return SmsApiError(
+def response_limit(path: str) -> int:
+    """The most bytes read of an answer from ``path`` (shared by the hook and the async triggers).
+
+    GET /npai gets :data:`MAX_RESPONSE_BYTES`; every other endpoint :data:`MAX_SMALL_RESPONSE_BYTES`.
+    Read at call time, so that tests can lower them.
+    """
+    return MAX_RESPONSE_BYTES if path == "/npai" else MAX_SMALL_RESPONSE_BYTES
+
+
+def declared_too_large(headers: Mapping[str, str], limit: int) -> bool:
+    """True when the answer's ``Content-Length`` already says it is longer than ``limit`` bytes."""
+    try:
+        return int(headers.get("Content-Length") or 0) > limit
+    except ValueError:
+        return False  # a malformed length: the streamed count still bounds the read
+
+
+class ResponseTooLargeError(SmsApiError):
+    """An answer longer than its endpoint's limit (:func:`response_limit`), refused unread."""
+
+
+def response_too_large(http_status: int, endpoint: str, limit: int | None = None) -> ResponseTooLargeError:
+    """The error for an answer larger than ``limit`` bytes (refused instead of exhausting memory).
+
+    :param limit: the limit that was exceeded; by default the endpoint's (:func:`response_limit`).
+    """
+    if limit is None:
+        limit = response_limit(endpoint.split(" ", 1)[-1])
+    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
+    return ResponseTooLargeError(
         None,
-        f"the answer is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB; refused",
+        f"the answer is too large: larger than {size}, the most an answer of this endpoint may be; "
+        "refused without reading the rest",
         http_status=http_status,
         endpoint=endpoint,
     )
+
+
+class BoundedBody:
+    """Decode an answer's raw bytes as they arrive, refusing it once it exceeds ``limit`` bytes.
+
+    For clients that decompress whole network chunks at once (httpx: a 50 KB gzip chunk becomes
+    50 MB in one piece), the decompression itself is bounded here, so a compression bomb costs at
+    most ``limit`` bytes. Used by the async triggers; the hook's urllib3 already decompresses with
+    a bound.
+
+    :param headers: the answer's headers (``Content-Encoding``, ``Content-Length``).
+    :param http_status: the answer's HTTP status, for the error.
+    :param endpoint: ``METHOD /path``, for the error.
+    :param limit: the most decoded bytes accepted (:func:`response_limit`).
+    """
+
+    def __init__(self, headers: Mapping[str, str], http_status: int, endpoint: str, limit: int) -> None:
+        self.http_status = http_status
+        self.endpoint = endpoint
+        self.limit = limit
+        self.size = 0
+        self._chunks: list[bytes] = []
+        if declared_too_large(headers, limit):
+            raise response_too_large(http_status, endpoint, limit)
+        encoding = (headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            # 32 + MAX_WBITS: zlib or gzip header, detected; "deflate" is zlib-wrapped (RFC 9110).
+            self._decoder: zlib._Decompress | None = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        elif encoding == "identity":
+            self._decoder = None
+        else:
+            raise SmsApiError(
+                None,
+                f"the answer uses Content-Encoding {encoding!r}, which was not asked for "
+                "(only gzip and deflate are accepted)",
+                http_status=http_status,
+                endpoint=endpoint,
+            )
+
+    def feed(self, raw: bytes) -> None:
+        """Take the next raw bytes of the answer (as received, still compressed)."""
+        if self._decoder is None:
+            self._add(raw)
+            return
+        try:
+            data = raw
+            while data:
+                # Never more than one byte beyond the limit per call: the bomb is not expanded.
+                self._add(self._decoder.decompress(data, self.limit - self.size + 1))
+                data = self._decoder.unconsumed_tail
+        except zlib.error as exc:
+            raise SmsApiError(
+                None,
+                f"the compressed answer could not be decoded ({exc})",
+                http_status=self.http_status,
+                endpoint=self.endpoint,
+            ) from None
+
+    def result(self) -> bytes:
+        """The whole decoded answer."""
+        if self._decoder is not None:
+            self._add(self._decoder.flush())
+        return b"".join(self._chunks)
+
+    def _add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise response_too_large(self.http_status, self.endpoint, self.limit)
+        self._chunks.append(data)
 
 
 class SmsHook(BaseHook):
@@ -489,15 +627,22 @@ class SmsHook(BaseHook):
         )
         import requests
 
+        too_large: SmsApiError | None = None
         try:
             response = self.session.post(self._url(path), data=body, timeout=self._timeouts, stream=True)
-            answer = self._body(response, endpoint)
+            if response.status_code == 429 or response.status_code >= 500:
+                response.close()  # judged by its status alone: the body is not read
+                answer = b""
+            else:
+                answer = self._body(response, endpoint, response_limit(path))
         except requests.RequestException as exc:
             if _nothing_sent(exc):
                 raise SmsTransportError(
                     f"{endpoint}: nothing was sent, the service could not be reached ({_describe(exc)})"
                 ) from None
             raise SmsMaybeSentError(f"{maybe} ({_describe(exc)})") from None
+        except ResponseTooLargeError as exc:
+            too_large = exc
         if response.status_code == 429:
             raise SmsTransportError(
                 f"{endpoint}: rate limited (HTTP 429, Retry-After {response.headers.get('Retry-After')}); "
@@ -505,6 +650,17 @@ class SmsHook(BaseHook):
             )
         if response.status_code >= 500:
             raise SmsMaybeSentError(f"{maybe} (HTTP {response.status_code})")
+        if too_large is not None:
+            if response.ok:
+                # The service took the request and answered something we will not read.
+                raise SmsMaybeSentError(f"{maybe} (HTTP {response.status_code}, {too_large.message})")
+            raise too_large
+        unreadable = (
+            not_an_answer(response.status_code, answer, self.format, endpoint) if response.ok else None
+        )
+        if unreadable is not None:
+            # 2xx but not an answer: the request was taken by something, we cannot tell what it did.
+            raise SmsMaybeSentError(f"{maybe} ({unreadable.message})")
         try:
             return codec.decode_campaign_result(answer, self.format, endpoint=endpoint)
         except SmsApiError as exc:
@@ -551,7 +707,11 @@ class SmsHook(BaseHook):
             response = self.session.request(
                 method, self._url(path), data=body, params=params, timeout=self._timeouts, stream=True
             )
-            answer = self._body(response, endpoint)
+            if response.status_code == 429 or response.status_code >= 500:
+                response.close()  # retried on its status alone: the body (maybe a huge HTML page) is unread
+                answer = b""
+            else:
+                answer = self._body(response, endpoint, response_limit(path))
         except requests.RequestException as exc:
             raise _Retryable(f"{endpoint}: {_describe(exc)}") from None
         check_read_response(
@@ -564,15 +724,21 @@ class SmsHook(BaseHook):
         )
         return answer
 
-    def _body(self, response: requests.Response, endpoint: str) -> bytes:
-        """Read the answer, refusing one larger than MAX_RESPONSE_BYTES instead of exhausting memory."""
+    def _body(self, response: requests.Response, endpoint: str, limit: int) -> bytes:
+        """Read the answer, refusing one larger than ``limit`` bytes instead of exhausting memory.
+
+        The one place the hook reads bodies: a ``Content-Length`` over the limit is refused before
+        reading; otherwise the (decompressed) bytes are counted as they stream in.
+        """
         with response:
+            if declared_too_large(response.headers, limit):
+                raise response_too_large(response.status_code, endpoint, limit)
             chunks = []
             size = 0
-            for chunk in response.iter_content(chunk_size=256 * 1024):
+            for chunk in response.iter_content(chunk_size=min(limit + 1, 256 * 1024)):
                 size += len(chunk)
-                if size > MAX_RESPONSE_BYTES:
-                    raise response_too_large(response.status_code, endpoint)
+                if size > limit:
+                    raise response_too_large(response.status_code, endpoint, limit)
                 chunks.append(chunk)
         return b"".join(chunks)
 
@@ -588,7 +754,7 @@ class SmsHook(BaseHook):
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
             return exc.retry_after
-        exponential = self.backoff * (2 ** (retry_state.attempt_number - 1))
+        exponential = self.backoff * 2.0 ** (retry_state.attempt_number - 1)
         return exponential + random.uniform(0, self.backoff)
 
     def _log_retry(self, endpoint: str) -> Callable[[tenacity.RetryCallState], None]:

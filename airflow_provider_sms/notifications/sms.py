@@ -9,13 +9,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms.models import PushType
-from airflow_provider_sms.send_window import SendWindowMode, apply_marketing_rules, check_mode
+from airflow_provider_sms.options import SendWindowMode, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_sms.hooks.sms import SmsHook
+    from airflow_provider_sms.models import PushType
+
+# DAG files import this module: the hook, the models and the send window are imported when a
+# notification is sent, not when the file is parsed (see airflow_provider_sms.options).
 
 
 class SmsNotifier(BaseNotifier):
@@ -69,13 +72,14 @@ class SmsNotifier(BaseNotifier):
     @cached_property
     def hook(self) -> SmsHook:
         """The hook on ``sms_conn_id``."""
-        # Imported here: DAG files import this module, and only running tasks need the client.
         from airflow_provider_sms.hooks.sms import SmsHook
 
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def notify(self, context: Context) -> None:
         """Send the SMS (once); errors are raised for the callback runner to log."""
+        from airflow_provider_sms.send_window import apply_marketing_rules
+
         data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
         if self.sender:
             data["sender"] = self.sender

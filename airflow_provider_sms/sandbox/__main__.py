@@ -29,10 +29,14 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _faults(pairs: list[tuple[str, str]]) -> Faults:
-    """``--fault`` options as faults: ``http_error=503,2`` is a pair, ``endpoints=/send,/npai`` a list."""
+    """``--fault`` options as faults: ``http_error=503,2`` is a pair, ``endpoints=/send,/npai`` a list.
+
+    ``slow`` is seconds (``slow=2``) or a pair (``slow=2,1``: only the next request waits).
+    """
     fields: dict[str, object] = {}
     for key, value in pairs:
-        fields[key] = value.split(",") if key in ("http_error", "rate_limit", "endpoints") else value
+        split = key in ("http_error", "rate_limit", "endpoints") or (key == "slow" and "," in value)
+        fields[key] = value.split(",") if split else value
     return Faults.model_validate(fields)
 
 
@@ -49,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="inject a fault from the start (repeatable): maybe_sent=N, drop_after_record=N, "
-        "http_error=CODE,N, rate_limit=SECONDS,N, slow=SECONDS, endpoints=/send,/npai",
+        help="inject a fault from the start (repeatable): maybe_sent=N, drop_after_record=N, truncated=N, "
+        "empty_body=N, wrong_content_type=N, http_error=CODE,N, rate_limit=SECONDS,N, slow=SECONDS "
+        "(or SECONDS,N), endpoints=/send,/npai",
     )
     parser.add_argument(
         "--allowed-prefixes",

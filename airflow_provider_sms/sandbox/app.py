@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import socket
+import struct
 import threading
 import time
 from typing import Any
@@ -25,6 +27,13 @@ from airflow_provider_sms.sandbox.state import CAMPAIGN_PATHS, COUNTRY_CODES, Fa
 # -8 is 200: the campaign exists and may still go out, exactly like a success.
 HTTP_STATUS = {-1: 401, -2: 400, -3: 402, -4: 400, -5: 404, -6: 400, -7: 400, -8: 200, -99: 500}
 INSPECTION_PREFIX = "/_sandbox"
+# The scope key under which SandboxApp keeps the server's own ``send`` (see DroppedResponse).
+SERVER_SEND = "sms_sandbox.server_send"
+# What a proxy, a captive portal or a web site at the wrong base URL answers: a page, not an answer.
+HTML_PAGE = (
+    b"<!DOCTYPE html><html><head><title>Welcome</title></head>"
+    b"<body><h1>Welcome</h1><p>sandbox fault: an HTML page instead of an answer</p></body></html>"
+)
 # The webhook delivery reports go to, and the only hosts they may go to.
 DLR_WEBHOOK_ID = "1"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
@@ -69,16 +78,53 @@ def api_error(exc: SmsApiError, fmt: codec.WireFormat) -> Response:
 
 
 class DroppedConnection(ConnectionAbortedError):
-    """Raised mid-answer to make the server cut the connection (the ``drop_after_record`` fault)."""
+    """Raised mid-answer to make the server cut the connection (``drop_after_record``, ``truncated``)."""
+
+
+class SandboxApp(FastAPI):
+    """The sandbox's FastAPI application; it keeps the server's own ``send`` in the request scope.
+
+    Starlette's middlewares wrap ``send``; only the server's own one (uvicorn's, a bound method of the
+    request cycle) reaches the connection, which :class:`DroppedResponse` closes without answering.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 class DroppedResponse(Response):
-    """Starts an answer and then drops the connection: the client cannot know what happened."""
+    """Closes the connection without a byte of answer (a reset): the client cannot know what happened.
+
+    Under a server whose connection cannot be reached, the answer is started and cut instead.
+    """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4096")]})
-        await send({"type": "http.response.body", "body": b'{"status":1,', "more_body": True})
-        raise DroppedConnection("sandbox fault: connection dropped after the campaign was recorded")
+        server_send = scope.get(SERVER_SEND)
+        transport = getattr(getattr(server_send, "__self__", None), "transport", None)
+        if transport is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                # Linger 0: the close sends a TCP reset, as a crashed server or a broken proxy does.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.close()
+        else:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4096")]}
+            )
+            await send({"type": "http.response.body", "body": b'{"status":1,', "more_body": True})
+        raise DroppedConnection("sandbox fault: connection dropped after the request was processed")
+
+
+class TruncatedResponse(Response):
+    """Sends the headers of the full answer (its ``Content-Length``), half of its body, then hangs up."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send(
+            {"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True}
+        )
+        raise DroppedConnection("sandbox fault: answer truncated")
 
 
 class _QuietDroppedConnection(logging.Filter):
@@ -94,7 +140,7 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
     :param state: the account the endpoints read and change.
     :param token: the access token accepted in ``Authorization: Bearer <token>``.
     """
-    app = FastAPI(title="SMS service sandbox", docs_url=None, redoc_url=None, openapi_url=None)
+    app = SandboxApp(title="SMS service sandbox", docs_url=None, redoc_url=None, openapi_url=None)
     uvicorn_errors = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _QuietDroppedConnection) for f in uvicorn_errors.filters):
         uvicorn_errors.addFilter(_QuietDroppedConnection())
@@ -118,6 +164,7 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
 
     def refused(request: Request, path: str, fmt: codec.WireFormat) -> Response | None:
         """The answer given before any work: wrong token, then an injected 429 or HTTP error."""
+        state.count_request(path)
         if request.headers.get("authorization", "") != expected_authorization:
             return error(-1, "invalid or missing access token", fmt)
         fault = state.take_fault(path)
@@ -140,6 +187,21 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
         if seconds:
             time.sleep(seconds)
 
+    def faulty(path: str, good: Response, fmt: codec.WireFormat) -> Response:
+        """``good`` (the answer of a processed request), or what an answer fault makes of it."""
+        fault = state.take_answer_fault(path)
+        if fault == "maybe_sent":
+            return error(-8, "Campaign held for moderation", fmt)
+        if fault == "drop_after_record":
+            return DroppedResponse()
+        if fault == "truncated":
+            return TruncatedResponse(good.body, good.status_code, media_type=good.media_type)
+        if fault == "empty_body":
+            return Response(b"", good.status_code, media_type=good.media_type)
+        if fault == "wrong_content_type":
+            return Response(HTML_PAGE, good.status_code, media_type="text/html")
+        return good
+
     def campaign(path: str, body: bytes, request: Request) -> Response:
         fmt = response_format(request)
         early = refused(request, path, fmt)
@@ -149,15 +211,11 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
             result, record = state.campaign(path, codec.decode_request(body, body_format(request, body)))
         except SmsApiError as exc:
             return api_error(exc, fmt)
-        fault = state.take_send_fault(path) if record is not None else None
+        response = faulty(path, answer(result, fmt), fmt)
         pause(path)
         if record is not None and state.config.dlr:
             _post_delivery_reports(state, record)
-        if fault == "maybe_sent":
-            return error(-8, "Campaign held for moderation", fmt)
-        if fault == "drop_after_record":
-            return DroppedResponse()
-        return answer(result, fmt)
+        return response
 
     def add_campaign_route(path: str) -> None:
         async def route(request: Request) -> Response:
@@ -176,12 +234,17 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
         early = refused(request, "/webhook", fmt)
         if early is not None:
             return early
-        pause("/webhook")
         try:
             webhook = state.webhook(webhook_id)
         except SmsApiError as exc:
             return api_error(exc, fmt)
-        return answer({"status": 1, "message": "OK", "webhook": webhook.model_dump()}, fmt)
+        response = faulty(
+            "/webhook", answer({"status": 1, "message": "OK", "webhook": webhook.model_dump()}, fmt), fmt
+        )
+        # Faults are taken before the pause, as on sends: a request the client gave up on must not
+        # wake up later and consume the faults meant for the next one.
+        pause("/webhook")
+        return response
 
     @app.get("/npai")
     def get_npai(
@@ -193,13 +256,14 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
         early = refused(request, "/npai", fmt)
         if early is not None:
             return early
-        pause("/npai")
         entries = list(state.npai)
         page = entries[start:] if length is None else entries[start : start + length]
         listing = NpaiList(
             status=1, message="OK", list=page, totalRecords=len(entries), totalDisplayRecords=len(page)
         )
-        return answer(listing, fmt)
+        response = faulty("/npai", answer(listing, fmt), fmt)
+        pause("/npai")
+        return response
 
     # ---------------------------------------------------------------- inspection (tests, demos)
 
@@ -236,6 +300,10 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
     def clear_faults() -> dict[str, Any]:
         state.faults = Faults()
         return state.faults.model_dump()
+
+    @app.get(f"{INSPECTION_PREFIX}/requests")
+    def requests_received() -> dict[str, int]:
+        return dict(state.requests)
 
     @app.get(f"{INSPECTION_PREFIX}/npai")
     def npai() -> list[dict[str, Any]]:

@@ -37,6 +37,18 @@ class InspectionClient:
             )
         return response.json()
 
+    def _object(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+        body = self._call(method, path, payload)
+        if not isinstance(body, dict):
+            raise TypeError(f"sandbox inspection {method} {path}: expected a JSON object, got {body!r:.200}")
+        return body
+
+    def _list(self, method: str, path: str) -> list[dict[str, Any]]:
+        body = self._call(method, path)
+        if not isinstance(body, list):
+            raise TypeError(f"sandbox inspection {method} {path}: expected a JSON array, got {body!r:.200}")
+        return body
+
     def campaigns(self) -> list[dict[str, Any]]:
         """Every campaign created (sends only, simulations create none), oldest first.
 
@@ -44,7 +56,7 @@ class InspectionClient:
         recipients (as sent, with gsmsmsid), lists, sent_to (numbers left after filtering), parts, cost,
         created_at.
         """
-        return self._call("GET", "/campaigns")
+        return self._list("GET", "/campaigns")
 
     def reset(self) -> None:
         """Back to the seeds: campaigns, credits, NPAI, webhooks and counters; faults cleared."""
@@ -52,7 +64,7 @@ class InspectionClient:
 
     def credits(self) -> int:
         """The account's credit balance."""
-        return self._call("GET", "/credits")["credits"]
+        return int(self._object("GET", "/credits")["credits"])
 
     def set_credits(self, credits: int) -> None:
         """Set the account's credit balance.
@@ -63,16 +75,24 @@ class InspectionClient:
 
     def faults(self) -> dict[str, Any]:
         """The faults in force, with what is left of their counters."""
-        return self._call("GET", "/faults")
+        return self._object("GET", "/faults")
 
     def set_faults(self, **faults: Any) -> None:
         """Replace the faults in force (see :class:`~airflow_provider_sms.sandbox.state.Faults`).
 
-        :param faults: ``maybe_sent=N``, ``drop_after_record=N``, ``http_error=(code, N)``,
-            ``rate_limit=(retry_after_seconds, N)``, ``slow=seconds``, ``endpoints=[names]`` (``/send``,
-            ``/send/lists``, ``/send/simulate``, ``/send/lists/simulate``, ``/webhook``, ``/npai``).
+        :param faults: ``maybe_sent=N``, ``drop_after_record=N``, ``truncated=N``, ``empty_body=N``,
+            ``wrong_content_type=N``, ``http_error=(code, N)``, ``rate_limit=(retry_after_seconds, N)``,
+            ``slow=seconds`` or ``slow=(seconds, N)``, ``endpoints=[names]`` (``/send``, ``/send/lists``,
+            ``/send/simulate``, ``/send/lists/simulate``, ``/webhook``, ``/npai``).
         """
         self._call("POST", "/faults", faults)
+
+    def requests(self) -> dict[str, int]:
+        """Requests received per endpoint name (``/send``, ..., ``/webhook``, ``/npai``) since the reset.
+
+        Refused and faulty requests count too: a send made once shows 1, a read retried once 2.
+        """
+        return self._object("GET", "/requests")
 
     def clear_faults(self) -> None:
         """Remove every fault."""
@@ -80,7 +100,7 @@ class InspectionClient:
 
     def npai(self) -> list[dict[str, Any]]:
         """Every NPAI entry, as GET /npai lists them."""
-        return self._call("GET", "/npai")
+        return self._list("GET", "/npai")
 
     def add_npai(
         self, destination: str, campaign_id: int | None = None, date: str | None = None
@@ -91,7 +111,7 @@ class InspectionClient:
         :param campaign_id: the campaign that produced it.
         :param date: ``Y-m-d H:i:s`` (Paris); defaults to now.
         """
-        return self._call(
+        return self._object(
             "POST", "/npai", {"destination": destination, "campaign_id": campaign_id, "date": date}
         )
 
@@ -101,7 +121,7 @@ class InspectionClient:
         :param webhook_id: the webhook's id.
         :param fields: fields of the record (type, url, status, signature, last_http_code).
         """
-        return self._call("POST", f"/webhooks/{webhook_id}", fields)
+        return self._object("POST", f"/webhooks/{webhook_id}", fields)
 
 
 class SandboxServer:

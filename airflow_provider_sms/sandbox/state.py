@@ -24,14 +24,13 @@ from airflow_provider_sms.delay import API_FORMAT, PARIS
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import (
     FILTER_FIELDS,
-    SHORT_MARKER,
     CampaignResult,
     Message,
     NpaiEntry,
     Webhook,
     format_errors,
 )
-from airflow_provider_sms.segments import SHORT_URL_LENGTH, count_parts
+from airflow_provider_sms.segments import SHORT_MARKER, SHORT_URL_LENGTH, count_parts
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
 
 # Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
@@ -110,12 +109,28 @@ class Seeds:
 class Faults(BaseModel):
     """Faults to inject; counters go down as they fire. Unknown names and bad values are refused.
 
-    :param maybe_sent: on the next N sends, record the campaign, then answer status -8.
-    :param drop_after_record: on the next N sends, record the campaign, then cut the connection mid-answer.
+    Faults that answer before any work (``http_error``, ``rate_limit``) and the body faults
+    (``truncated``, ``empty_body``, ``wrong_content_type``) hit every endpoint in scope. The two
+    ambiguous-send faults (``maybe_sent``, ``drop_after_record``) hit the sends, and the other
+    endpoints only when ``endpoints`` names them: unscoped, they keep aiming at the send behind a cost
+    gate's simulation.
+
+    :param maybe_sent: on the next N sends, record the campaign, then answer status -8 (HTTP 200); a
+        simulation or read named in ``endpoints`` is answered status -8 too (nothing is recorded).
+    :param drop_after_record: on the next N sends, record the campaign, then close the connection
+        without answering (a reset); a simulation or read named in ``endpoints`` is processed, then
+        its connection is closed alike.
+    :param truncated: the next N requests are processed (sends recorded), then answered 200 with the
+        full ``Content-Length`` but only half the body before the connection is closed.
+    :param empty_body: the next N requests are processed (sends recorded), then answered 200 with an
+        empty body.
+    :param wrong_content_type: the next N requests are processed (sends recorded), then answered 200
+        with an HTML page (``text/html``), as a proxy, a captive portal or a wrong base URL would.
     :param http_error: ``(code, N)``: the next N requests get that HTTP code (400-599) with an HTML body;
         nothing is recorded.
     :param rate_limit: ``(retry_after_seconds, N)``: the next N requests get 429 with ``Retry-After``.
-    :param slow: seconds every request waits before answering (after recording, on sends).
+    :param slow: seconds every request waits before answering, once processed (a send's campaign is
+        recorded first), or ``(seconds, N)``: only the next N requests wait.
     :param endpoints: restrict the faults to these endpoints (names in :data:`ENDPOINTS`).
     """
 
@@ -123,9 +138,12 @@ class Faults(BaseModel):
 
     maybe_sent: int = Field(default=0, ge=0)
     drop_after_record: int = Field(default=0, ge=0)
+    truncated: int = Field(default=0, ge=0)
+    empty_body: int = Field(default=0, ge=0)
+    wrong_content_type: int = Field(default=0, ge=0)
     http_error: tuple[int, int] | None = None
     rate_limit: tuple[float, int] | None = None
-    slow: float = Field(default=0.0, ge=0, le=MAX_SLOW)
+    slow: float | tuple[float, int] = 0.0
     endpoints: list[str] | None = None
 
     @field_validator("http_error")
@@ -142,6 +160,14 @@ class Faults(BaseModel):
             raise ValueError(f"rate_limit must be (retry_after_seconds >= 0, count >= 0), got {value!r}")
         return value
 
+    @field_validator("slow")
+    @classmethod
+    def _slow(cls, value: float | tuple[float, int]) -> float | tuple[float, int]:
+        seconds, count = value if isinstance(value, tuple) else (value, 0)
+        if not (0 <= seconds <= MAX_SLOW and count >= 0):
+            raise ValueError(f"slow must be seconds (0-{MAX_SLOW:g}) or (seconds, count >= 0), got {value!r}")
+        return value
+
     @field_validator("endpoints")
     @classmethod
     def _known_endpoints(cls, value: list[str] | None) -> list[str] | None:
@@ -153,6 +179,15 @@ class Faults(BaseModel):
     def applies(self, path: str) -> bool:
         """Whether the faults apply to the endpoint ``path`` (a name in :data:`ENDPOINTS`)."""
         return self.endpoints is None or path in self.endpoints
+
+    def ambiguous_send_applies(self, path: str) -> bool:
+        """Whether ``maybe_sent``/``drop_after_record`` apply to ``path``: sends, or endpoints named."""
+        return self.applies(path) and (path in SEND_PATHS or self.endpoints is not None)
+
+
+# The faults that answer after the request was processed (a send's campaign recorded), in the order
+# they are taken when several are set.
+ANSWER_FAULTS = ("maybe_sent", "drop_after_record", "truncated", "empty_body", "wrong_content_type")
 
 
 # What a fresh (or reset) sandbox holds, with the default configuration.
@@ -219,6 +254,9 @@ class SandboxState:
             # Messages sent per (month "YYYY-MM" in Paris, dialling prefix).
             self._country_sent: dict[tuple[str, str], int] = {}
             self.faults = Faults()
+            # Requests received per endpoint name (ENDPOINTS), faulty ones included: how tests see
+            # that a send was made exactly once and a read retried.
+            self.requests: dict[str, int] = dict.fromkeys(ENDPOINTS, 0)
 
     def set_credits(self, credits: int) -> int:
         """Set the account's credit balance.
@@ -358,6 +396,7 @@ class SandboxState:
             if reason:
                 counts[reason] += 1
                 continue
+            assert prefix is not None  # a number with no allowed prefix is "not_allowed" above
             country_planned[prefix] = country_planned.get(prefix, 0) + 1
             sent.append({**recipient, "value": value})
         return counts, sent
@@ -485,24 +524,39 @@ class SandboxState:
                 return ("http_error", code)
             return None
 
-    def take_send_fault(self, path: str) -> str | None:
-        """The fault answering a send after its campaign was recorded (``maybe_sent``, ``drop_after_record``).
+    def take_answer_fault(self, path: str) -> str | None:
+        """The fault answering this request once processed (one of :data:`ANSWER_FAULTS`), consuming a use.
 
-        :param path: the send endpoint's name.
+        :param path: the endpoint's name in :data:`ENDPOINTS`.
         """
         with self._lock:
             faults = self.faults
-            if path not in SEND_PATHS or not faults.applies(path):
+            if not faults.applies(path):
                 return None
-            if faults.maybe_sent > 0:
-                faults.maybe_sent -= 1
-                return "maybe_sent"
-            if faults.drop_after_record > 0:
-                faults.drop_after_record -= 1
-                return "drop_after_record"
+            for name in ANSWER_FAULTS:
+                if name in ("maybe_sent", "drop_after_record") and not faults.ambiguous_send_applies(path):
+                    continue
+                left = getattr(faults, name)
+                if left > 0:
+                    setattr(faults, name, left - 1)
+                    return name
             return None
 
+    def count_request(self, path: str) -> None:
+        """Count one request received on the endpoint ``path`` (a name in :data:`ENDPOINTS`)."""
+        with self._lock:
+            self.requests[path] = self.requests.get(path, 0) + 1
+
     def slowness(self, path: str) -> float:
-        """Seconds a request to ``path`` waits before answering (the ``slow`` fault)."""
-        faults = self.faults
-        return faults.slow if faults.applies(path) else 0.0
+        """Seconds a request to ``path`` waits before answering (the ``slow`` fault), consuming one use."""
+        with self._lock:
+            faults = self.faults
+            if not faults.applies(path):
+                return 0.0
+            if not isinstance(faults.slow, tuple):
+                return faults.slow
+            seconds, left = faults.slow
+            if left <= 0:
+                return 0.0
+            faults.slow = (seconds, left - 1)
+            return seconds

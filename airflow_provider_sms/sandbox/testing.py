@@ -19,7 +19,11 @@ import pytest
 if TYPE_CHECKING:
     from airflow_provider_sms.sandbox.server import SandboxServer
 
-TEST_TOKEN = "sandbox-test-token-7c1d"
+# The sandbox fixtures' access token, and the canary of this project's test suite (tests/token_canary.py):
+# distinctive, so that finding it in a log, an XCom or an error message means it leaked, and long enough
+# for Airflow's secrets masker (which skips secrets shorter than [logging] min_length_masked_secret).
+# Letters, digits and hyphens only: it is valid in a connection URI as it is.
+TEST_TOKEN = "sms-canary-token-4f9c2e7a1b3d8e65"
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,9 @@ an async trigger in the triggerer), and decide with the same conditions in every
 cannot fix an unknown webhook, a rejected token or bad input: those fail at once. A transient read
 error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
 ``timeout`` still bounds the wait.
+
+DAG files import this module, so it imports only :mod:`airflow_provider_sms.options` and the
+exceptions; the hook, the models and the triggers are imported when a task runs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
+from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -30,19 +34,14 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.hooks.sms import SmsHook, webhook_path
-from airflow_provider_sms.triggers.sms import (
-    FATAL_ERRORS,
-    NpaiFilter,
-    SmsNpaiTrigger,
-    SmsPollingTrigger,
-    SmsWebhookTrigger,
-    npai_result,
-    webhook_ready,
-)
+from airflow_provider_sms.options import check_min_entries
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_sms.conditions import NpaiFilter
+    from airflow_provider_sms.hooks.sms import SmsHook
+    from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 
 
 class SmsBaseSensor(BaseSensorOperator):
@@ -57,7 +56,7 @@ class SmsBaseSensor(BaseSensorOperator):
     def __init__(
         self,
         *,
-        sms_conn_id: str = SmsHook.default_conn_name,
+        sms_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -68,6 +67,8 @@ class SmsBaseSensor(BaseSensorOperator):
     @cached_property
     def hook(self) -> SmsHook:
         """The client of the service (one per task try)."""
+        from airflow_provider_sms.hooks.sms import SmsHook
+
         return SmsHook(self.sms_conn_id)
 
     @abc.abstractmethod
@@ -122,6 +123,8 @@ class SmsBaseSensor(BaseSensorOperator):
         """Turn the trigger's event into the task's return value (XCom) or a clear failure."""
         if event.get("status") == "success":
             return self.result_of(event)
+        from airflow_provider_sms.conditions import FATAL_ERRORS
+
         message = event.get("message") or f"the trigger ended with {event!r}"
         if event.get("error") in FATAL_ERRORS:
             raise AirflowFailException(message)
@@ -165,6 +168,8 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def check_inputs(self) -> None:
         """The webhook id must be one (no empty id, no slash) and the expected status non-blank."""
+        from airflow_provider_sms.hooks.sms import webhook_path
+
         webhook_path(self.webhook_id)
         if not isinstance(self.expected_status, str) or not self.expected_status.strip():
             message = f"expected_status={self.expected_status!r}: give the status to wait for, e.g. 'live'"
@@ -172,6 +177,8 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the webhook and compare it with the expected state."""
+        from airflow_provider_sms.conditions import webhook_ready
+
         webhook = self.hook.get_webhook(self.webhook_id)
         done = webhook_ready(webhook, self.expected_status, self.require_healthy)
         self.log.info(
@@ -188,6 +195,8 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def trigger(self) -> SmsWebhookTrigger:
         """The async trigger polling GET /webhook/:id."""
+        from airflow_provider_sms.triggers.sms import SmsWebhookTrigger
+
         return SmsWebhookTrigger(
             webhook_id=str(self.webhook_id),
             expected_status=self.expected_status,
@@ -238,11 +247,13 @@ class SmsNpaiSensor(SmsBaseSensor):
         self.since = since
         self.min_entries = min_entries
         # Not templated, so checked now: a DAG with a bad value fails when it is parsed, not when it runs.
-        NpaiFilter.build(min_entries=min_entries)
+        check_min_entries(min_entries)
 
     @cached_property
     def npai_filter(self) -> NpaiFilter:
         """The checked filters (built from the rendered template fields)."""
+        from airflow_provider_sms.conditions import NpaiFilter
+
         return NpaiFilter.build(self.campaign_id, self.destinations, self.since, self.min_entries)
 
     def check_inputs(self) -> None:
@@ -251,6 +262,8 @@ class SmsNpaiSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the whole list and count the matching entries."""
+        from airflow_provider_sms.conditions import npai_result
+
         npai = self.hook.get_npai()
         matches = self.npai_filter.matching(npai)
         done = len(matches) >= self.npai_filter.min_entries
@@ -261,6 +274,8 @@ class SmsNpaiSensor(SmsBaseSensor):
 
     def trigger(self) -> SmsNpaiTrigger:
         """The async trigger polling GET /npai."""
+        from airflow_provider_sms.triggers.sms import SmsNpaiTrigger
+
         return SmsNpaiTrigger(**self.npai_filter.to_kwargs(), **self._polling_kwargs())
 
     def result_of(self, event: dict[str, Any]) -> dict[str, Any]:

@@ -36,14 +36,26 @@ DAGBAG_SCRIPT = textwrap.dedent(
     import json, sys, warnings
     warnings.simplefilter("always")
     with warnings.catch_warnings(record=True) as caught:
-        from airflow.dag_processing.dagbag import DagBag
+        try:
+            from airflow.dag_processing.dagbag import DagBag
+        except ImportError:  # Airflow < 3.2
+            from airflow.models.dagbag import DagBag
         # Airflow 3 has no include_examples: example DAGs come from a bundle, not from a DagBag.
         bag = DagBag(dag_folder=sys.argv[1])
+    # Airflow < 3.2 with the FAB provider (the lowest-version venv): the providers manager imports
+    # flask_appbuilder for other providers' connection-form widgets while a DAG file is parsed; the
+    # warnings of that Flask stack are not about these DAGs.
+    def ours(where):
+        return not any(part in where for part in ("/flask_appbuilder/", "/flask_sqlalchemy/"))
     print(json.dumps({
         "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
         "dags": {dag_id: dag.doc_md for dag_id, dag in bag.dags.items()},
-        "warnings": [f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught],
-        "captured_warnings": {str(k): list(v) for k, v in bag.captured_warnings.items()},
+        "warnings": [
+            f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught if ours(w.filename)
+        ],
+        "captured_warnings": {
+            str(k): kept for k, v in bag.captured_warnings.items() if (kept := [w for w in v if ours(w)])
+        },
     }))
     """
 )
@@ -65,10 +77,10 @@ def run_example(
     return process, record
 
 
-def assert_succeeded(process: subprocess.CompletedProcess[str], token: str) -> None:
+def assert_succeeded(process: subprocess.CompletedProcess[str]) -> None:
+    """The run succeeded (run_dag_test has already had its output checked by the token canary)."""
     output = process.stdout + process.stderr
     assert process.returncode == 0, output[-6000:]
-    assert token not in output
 
 
 def test_every_example_dag_imports_without_errors_or_warnings(airflow_home: Path) -> None:
@@ -99,7 +111,7 @@ def test_weekly_campaign_sends_to_the_lists_with_the_computed_delay_and_reports_
         {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
     )
 
-    assert_succeeded(process, sms_sandbox.token)
+    assert_succeeded(process)
     assert set(run.states.values()) == {"success"}
     (campaign,) = sms_sandbox.inspect.campaigns()
     send = run.values["send"]
@@ -135,7 +147,7 @@ def test_weekly_campaign_with_a_cost_cap_below_the_cost_skips_the_send(
         conf={"max_cost": 5, "on_cost_exceeded": "skip"},
     )
 
-    assert_succeeded(process, sms_sandbox.token)
+    assert_succeeded(process)
     assert run.values["simulate"]["cost"] == 8
     assert run.states["send"] == "skipped"
     assert run.states["wait_for_npai"] == run.states["report_npai"] == "skipped"
@@ -162,7 +174,7 @@ def test_triggered_by_data_sends_the_csv_numbers_in_batches(
         },
     )
 
-    assert_succeeded(process, sms_sandbox.token)
+    assert_succeeded(process)
     expected = {f"3361234000{n}" for n in range(1, 6)}
     campaigns = sms_sandbox.inspect.campaigns()
     # 5 distinct numbers (one duplicate removed, "+33 6..." normalized) in batches of 2.
@@ -184,7 +196,7 @@ def test_failure_alerts_sends_nothing_when_the_run_succeeds(
         {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
     )
 
-    assert_succeeded(process, sms_sandbox.token)
+    assert_succeeded(process)
     assert run.values["load"] == 42
     assert sms_sandbox.inspect.campaigns() == []
 
@@ -207,7 +219,6 @@ def test_failure_alerts_sends_the_on_call_sms_when_a_task_fails(
     assert campaign["pushtype"] == "alert"
     assert [r["value"] for r in campaign["recipients"]] == ["33612345678", "33612345679"]
     assert campaign["text"] == f"[Airflow] sms_failure_alerts.load failed (run {run.run_id}, try 1)"
-    assert sms_sandbox.token not in output
 
 
 def test_npai_hygiene_reads_the_list_over_the_xml_connection(
@@ -223,7 +234,7 @@ def test_npai_hygiene_reads_the_list_over_the_xml_connection(
         {"AIRFLOW_CONN_SMS_XML": sms_sandbox.connection_json("xml")},
     )
 
-    assert_succeeded(process, sms_sandbox.token)
+    assert_succeeded(process)
     npai = run.values["read_npai"]
     assert npai["format"] == "xml"
     expected = sms_sandbox.inspect.npai()

@@ -47,4 +47,3 @@ def test_deferrable_npai_sensor_waits_in_the_trigger_for_the_sent_campaign(
     assert result["npai"]["count"] == 1
     assert result["npai"]["destinations"] == [UNREACHABLE]
     assert result["npai"]["entries"][0]["campaign_id"] == int(campaign["ticket"])
-    assert sms_sandbox.token not in output

@@ -70,8 +70,11 @@ KILL_WAIT = 120
 
 
 @pytest.fixture
-def dag_run(airflow_home: Path, tmp_path: Path, sms_sandbox: Any):
-    """Start (or run to completion) ``dag.test()`` of the guarded DAG against the sandbox."""
+def dag_run(airflow_home: Path, tmp_path: Path, sms_sandbox: Any, token_canary: Any):
+    """Start (or run to completion) ``dag.test()`` of the guarded DAG against the sandbox.
+
+    The output of each run to completion is checked by the token canary.
+    """
     dags = tmp_path / "dags"
     dags.mkdir()
     dag_file = dags / "sms_guarded_send.py"
@@ -100,6 +103,7 @@ def dag_run(airflow_home: Path, tmp_path: Path, sms_sandbox: Any):
     def run(allow_resend: bool = False) -> tuple[str, dict[str, Any] | None]:
         process = start(allow_resend)
         output, _ = process.communicate(timeout=RUN_TIMEOUT)
+        token_canary.check_output(output, f"output of dag.test() of {DAG_ID}")
         result = json.loads(result_file.read_text()) if result_file.exists() else None
         return output, result
 
@@ -146,4 +150,3 @@ def test_killed_mid_send_then_run_again_sends_exactly_one_campaign(dag_run, sms_
     assert again["ticket"] == result["ticket"]
     assert again["resumed_batches"] == 1
     assert len(inspect.campaigns()) == 2
-    assert sms_sandbox.token not in output

@@ -22,6 +22,7 @@ from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsMaybeS
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
 from airflow_provider_sms.sandbox.state import SandboxConfig
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.segments import SHORT_URL_LENGTH
 
 pytestmark = pytest.mark.integration
@@ -65,7 +66,7 @@ def test_anti_flood_filters_the_same_number_after_five_messages(hook, sms_sandbo
 
 def test_monthly_country_limit(monkeypatch):
     next_year = pendulum.now("Europe/Paris").add(years=1).strftime("%Y-%m-%d 10:00:00")
-    with SandboxServer(token="limit-token", config=SandboxConfig(country_limits={"33": 3})) as server:
+    with SandboxServer(token=TEST_TOKEN, config=SandboxConfig(country_limits={"33": 3})) as server:
         monkeypatch.setenv("AIRFLOW_CONN_SMS_LIMIT", server.connection_json("json"))
         hook = SmsHook("sms_limit")
         first = hook.send(ALERT, ["33612000001", "33612000002"])
@@ -211,12 +212,24 @@ def test_faults_can_be_scoped_to_one_endpoint(hook, sms_sandbox):
         ({"http_error": [200, 1]}, "http_error"),
         ({"endpoints": ["/sned"]}, "/sned"),
         ({"retry": 1}, "retry"),
+        ({"truncated": -1}, "truncated"),
+        ({"slow": [500, 1]}, "slow"),
+        ({"slow": [1, -1]}, "slow"),
     ],
 )
 def test_bad_faults_are_refused_naming_the_field(sms_sandbox, faults, named):
     with pytest.raises(requests.HTTPError, match=re.escape(named)):
         sms_sandbox.inspect.set_faults(**faults)
     assert sms_sandbox.inspect.faults()["endpoints"] is None
+
+
+def test_cli_fault_options_take_pairs_and_counters():
+    from airflow_provider_sms.sandbox.__main__ import _faults
+
+    faults = _faults([("slow", "1.5,2"), ("truncated", "1"), ("endpoints", "/npai,/webhook")])
+
+    assert (faults.slow, faults.truncated, faults.endpoints) == ((1.5, 2), 1, ["/npai", "/webhook"])
+    assert _faults([("slow", "3")]).slow == 3.0
 
 
 def test_dropped_connection_after_record_is_maybe_sent(hook, sms_sandbox):
@@ -226,6 +239,24 @@ def test_dropped_connection_after_record_is_maybe_sent(hook, sms_sandbox):
         hook.send(ALERT, ["33612000001"])
 
     assert len(sms_sandbox.inspect.campaigns()) == 1
+
+
+def test_unscoped_ambiguous_send_faults_pass_the_cost_gate_simulation_by(hook, sms_sandbox):
+    # Unscoped, maybe_sent and drop_after_record aim at the send behind a gate's simulation.
+    sms_sandbox.inspect.set_faults(maybe_sent=1, drop_after_record=1)
+
+    assert hook.simulate(ALERT, ["33612000001"]).status == 1
+    with pytest.raises(SmsMaybeSentError, match="status -8"):
+        hook.send(ALERT, ["33612000001"])
+    with pytest.raises(SmsMaybeSentError, match="Connection aborted"):
+        hook.send(ALERT, ["33612000002"])
+
+    assert len(sms_sandbox.inspect.campaigns()) == 2
+    assert sms_sandbox.inspect.requests() == {
+        **dict.fromkeys(sms_sandbox.inspect.requests(), 0),
+        "/send/simulate": 1,
+        "/send": 2,
+    }
 
 
 def test_5xx_and_429_faults_are_retried_on_reads(hook, sms_sandbox):
@@ -275,7 +306,7 @@ def dlr_receiver() -> Iterator[tuple[str, queue.Queue]]:
 @pytest.mark.parametrize("fmt", ["json", "xml"])
 def test_delivery_reports_reach_a_loopback_webhook_and_record_its_code(dlr_receiver, monkeypatch, fmt):
     url, received = dlr_receiver
-    with SandboxServer(token="dlr-token", dlr=True) as server:
+    with SandboxServer(token=TEST_TOKEN, dlr=True) as server:
         server.inspect.set_webhook("1", url=url)
         monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json(fmt))
         hook = SmsHook("sms_dlr")
@@ -404,10 +435,10 @@ def test_server_side_validation_uses_the_service_statuses(sms_sandbox, body, con
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, signum):
+def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, token_canary, signum):
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--token", "cli-token"),
+            *(sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--token", TEST_TOKEN),
             *("--credits", "5", "--fault", "maybe_sent=1", "--fault", "endpoints=/send"),
         ],
         stdout=subprocess.PIPE,
@@ -419,7 +450,7 @@ def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, signum):
         assert re.fullmatch(r"SMS sandbox listening on http://127\.0\.0\.1:\d+", line)
         url = line.rsplit(" ", 1)[1]
         monkeypatch.setenv(
-            "AIRFLOW_CONN_SMS_CLI", json.dumps({"conn_type": "sms", "host": url, "password": "cli-token"})
+            "AIRFLOW_CONN_SMS_CLI", json.dumps({"conn_type": "sms", "host": url, "password": TEST_TOKEN})
         )
         hook = SmsHook("sms_cli")
 
@@ -431,6 +462,7 @@ def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, signum):
         process.send_signal(signum)
         assert process.wait(timeout=20) == 0
         assert process.stdout.read() == ""  # exactly one line on stdout
+        token_canary.check_output(process.stderr.read(), "stderr of the sandbox CLI")
     finally:
         if process.poll() is None:
             process.kill()

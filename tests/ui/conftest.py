@@ -26,6 +26,8 @@ from tests.conftest import AIRFLOW, airflow_env
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
+    from tests.token_canary import TokenCanary
+
 CHROMIUM = Path(os.environ.get("SMS_UI_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).with_name("artifacts")
 # Flags for a headless browser in a container with no GPU, no user namespace and no need for the network
@@ -70,8 +72,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def api_server(airflow_home: Path) -> Iterator[str]:
-    """``airflow api-server`` on a free 127.0.0.1 port, stopped after the module; yields its base URL."""
+def api_server(airflow_home: Path, token_canary: TokenCanary) -> Iterator[str]:
+    """``airflow api-server`` on a free 127.0.0.1 port, stopped after the module; yields its base URL.
+
+    Its log (``api-server.log``, where the Test button's hook logs) is checked by the token canary.
+    """
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = airflow_env(
@@ -110,6 +115,7 @@ def api_server(airflow_home: Path) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+    token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
 
 
 def _tail(path: Path, size: int = 3000) -> str:

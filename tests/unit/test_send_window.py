@@ -25,6 +25,7 @@ from airflow_provider_sms.send_window import (
     next_allowed,
     unsubscribe_length_warning,
 )
+from tests.compat import notification_fails
 
 from .conftest import BASE_URL, connection_json
 
@@ -306,9 +307,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     return set_to
 
 
+# Airflow always passes the DAG (Airflow 3.0's BaseNotifier reads context["dag"]).
+CALLBACK_CONTEXT: dict[str, Any] = {"dag": None}
+
+
 def test_notifier_alert_is_sent_at_night_without_delay(service, clock):
     clock(paris(2026, 11, 29, 3, 0))
-    SmsNotifier(text="load failed", recipients=NUMBERS)({})
+    SmsNotifier(text="load failed", recipients=NUMBERS)(CALLBACK_CONTEXT)
 
     assert service.call_count == 1
     assert sent_delay(service) is None
@@ -316,7 +321,7 @@ def test_notifier_alert_is_sent_at_night_without_delay(service, clock):
 
 def test_notifier_marketing_is_postponed(service, clock, capsys):
     clock(paris(2026, 11, 28, 20, 30))
-    SmsNotifier(text="New arrivals", recipients=NUMBERS, pushtype="marketing")({})
+    SmsNotifier(text="New arrivals", recipients=NUMBERS, pushtype="marketing")(CALLBACK_CONTEXT)
 
     assert sent_delay(service) == "2026-11-30 08:00:00"
     assert "delayed to 2026-11-30 08:00:00 Europe/Paris" in capsys.readouterr().out
@@ -326,6 +331,8 @@ def test_notifier_marketing_fail_mode_sends_nothing(service, clock):
     clock(paris(2026, 7, 14, 12, 0))
     notifier = SmsNotifier(text="New arrivals", recipients=NUMBERS, pushtype="marketing", send_window="fail")
 
-    with pytest.raises(SmsValidationError, match="next allowed time is Wednesday 2026-07-15 08:00:00"):
-        notifier({})
+    with notification_fails(
+        SmsNotifier, SmsValidationError, match="next allowed time is Wednesday 2026-07-15 08:00:00"
+    ):
+        notifier(CALLBACK_CONTEXT)
     assert service.call_count == 0

@@ -1,0 +1,399 @@
+"""What the SMS operators do when their task runs: prepare, simulate, gate and send a campaign.
+
+The operators (:mod:`airflow_provider_sms.operators.sms`) hold the task's arguments and call this
+module from ``execute()``: DAG files import the operators, and keeping the models, the batches, the
+send guard and the hook here means parsing a DAG file loads none of them.
+
+Nothing here builds payloads or reads answers (the hook does). What it adds is the task's side:
+validation of everything before the first request, the local estimate of SMS parts, batching, the
+gates, the send guard (:mod:`airflow_provider_sms.guard`) and turning errors into Airflow outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
+
+from airflow_provider_sms.batches import BatchPlan, RecipientSource, combine
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsMaybeSentError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.guard import SendGuard, fingerprint
+from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
+from airflow_provider_sms.options import check_on_refused
+from airflow_provider_sms.segments import count_parts
+from airflow_provider_sms.send_window import Logger, apply_marketing_rules
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.hooks.sms import SmsHook
+
+# Answers that another attempt would get again (bad token, bad body, bad delay, unknown list, bad
+# data): retrying them only delays the failure. Other statuses (-3 credits, -99) may be retried.
+_PERMANENT_STATUSES = frozenset({-1, -2, -4, -5, -6, -7})
+CHECK_HOW = (
+    "look in the service's campaign history (for the sandbox, its inspection API) for a campaign "
+    "created at that time with this text"
+)
+
+
+@contextmanager
+def task_errors() -> Iterator[None]:
+    """Turn the provider's errors into Airflow outcomes: fail at once where retrying cannot help.
+
+    Bad input and permanent API errors fail without retry; a send of unknown outcome
+    (:class:`SmsMaybeSentError`) fails without retry, since a retry could send the campaign twice;
+    :class:`SmsTransportError` (nothing was sent) propagates, for Airflow's normal retries.
+    """
+    try:
+        yield
+    except SmsValidationError as exc:
+        raise AirflowFailException(f"Invalid input (not retried): {exc}") from None
+    except SmsMaybeSentError as exc:
+        raise AirflowFailException(
+            f"{exc}. The campaign may have been sent, so Airflow will not retry this task: {CHECK_HOW}."
+        ) from None
+    except SmsApiError as exc:
+        if exc.status in _PERMANENT_STATUSES:
+            raise AirflowFailException(
+                f"{exc} (not retried: another attempt would get the same answer)"
+            ) from None
+        raise
+
+
+def message_to_send(
+    hook: SmsHook, message: object, delay: object, send_window: object, log: Logger
+) -> Message:
+    """The validated message, with the operator's ``delay`` merged in and the send window applied.
+
+    Everything that decides the final message, its delay included, happens here, before any
+    request: a marketing message outside the send window is postponed (or refused) here.
+
+    :param hook: fills ``sender`` from the connection's ``default_sender``.
+    :param message: the text, a dict or a :class:`Message` (rendered).
+    :param delay: the operator's ``delay`` (rendered), or None.
+    :param send_window: ``postpone``, ``fail`` or ``ignore`` (rendered).
+    :param log: the task's logger.
+    """
+    data: dict[str, Any]
+    if isinstance(message, str):
+        data = {"text": message}
+    elif isinstance(message, Message):
+        data = message.model_dump(exclude_none=True)
+    elif isinstance(message, Mapping):
+        data = dict(message)
+    else:
+        text = f"message: expected the text, a dict or a Message, got {type(message).__name__}"
+        raise SmsValidationError(text, [("message", text)])
+    if delay not in (None, ""):
+        if data.get("delay") not in (None, ""):
+            text = "delay: given both as the operator's delay and in message; give it once"
+            raise SmsValidationError(text, [("delay", text)])
+        data["delay"] = delay
+    return apply_marketing_rules(hook.prepare_message(data), send_window, logger=log)
+
+
+@dataclass
+class Campaign:
+    """The campaign an operator runs: one message, to numbers in batches or to stored lists."""
+
+    hook: SmsHook
+    message: Message
+    source: RecipientSource | None
+    lists: list[ListRef] | None
+    batch_size: int
+    plan: BatchPlan
+
+    @classmethod
+    def prepare(
+        cls,
+        hook: SmsHook,
+        message: Message,
+        *,
+        recipients: object,
+        lists: object,
+        batch_size: int,
+        log: Logger,
+    ) -> Campaign:
+        """Check the recipients or lists (no request made) and log the estimate of SMS parts."""
+        if (recipients is None) == (lists is None):
+            text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
+            raise SmsValidationError(text, [("recipients", text)])
+        parts = count_parts(message.text)
+        if lists is not None:
+            refs = parse_lists(lists)
+            log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
+            return cls(hook, message, None, refs, batch_size, BatchPlan(1, len(refs), 0))
+        source = RecipientSource(recipients)
+        plan = source.plan(batch_size)
+        log.info(
+            "Estimate: %s; %s recipients (%s duplicates removed) in %s batch(es) of up to %s: "
+            "about %s SMS parts before the service's filters",
+            parts.describe(),
+            plan.recipients,
+            plan.duplicates,
+            plan.batches,
+            batch_size,
+            plan.recipients * parts.parts,
+        )
+        return cls(hook, message, source, None, batch_size, plan)
+
+    def batches(self) -> Iterator[tuple[int, list[str | Recipient] | list[ListRef]]]:
+        """``(index, items)`` of each batch; a list campaign is one batch."""
+        if self.lists is not None:
+            yield 0, self.lists
+            return
+        assert self.source is not None
+        for batch in self.source.batches(self.batch_size):
+            yield batch.index, batch.recipients
+
+    def simulate(self, items: list[Any]) -> CampaignResult:
+        """Simulate one batch (nothing is created)."""
+        if self.lists is not None:
+            return self.hook.simulate_lists(self.message, items)
+        return self.hook.simulate(self.message, items)
+
+    def send(self, items: list[Any]) -> CampaignResult:
+        """Send one batch, exactly once (the hook never repeats a send)."""
+        if self.lists is not None:
+            return self.hook.send_lists(self.message, items)
+        return self.hook.send(self.message, items)
+
+    def fingerprint(self, items: list[Any]) -> str:
+        """Digest of the batch, to tell a retry of the same campaign from a changed one."""
+        if self.lists is not None:
+            return fingerprint(self.message, (f"list:{ref.value}" for ref in items))
+        return fingerprint(
+            self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
+        )
+
+    def estimate(self) -> dict[str, Any]:
+        """The local estimate of SMS parts (returned in XCom next to the service's figures)."""
+        parts = count_parts(self.message.text)
+        estimate = parts.as_dict()
+        if self.lists is None:
+            estimate["parts_total"] = self.plan.recipients * parts.parts
+        return estimate
+
+
+def simulate_all(
+    campaign: Campaign, log: Logger, sent: Mapping[int, CampaignResult] | None = None
+) -> dict[str, Any]:
+    """Simulate each batch (using the real result of batches already ``sent``) and add them up."""
+    results = []
+    for index, items in campaign.batches():
+        if sent and index in sent:
+            results.append(sent[index])
+            continue
+        results.append(campaign.simulate(items))
+        if campaign.plan.batches > 1:
+            log.info("Simulated batch %s/%s: %s", index + 1, campaign.plan.batches, results[-1].summary())
+    return combine(results, duplicates=campaign.plan.duplicates)
+
+
+def summary(figures: Mapping[str, Any]) -> str:
+    """The one-line summary of added-up figures (as :meth:`CampaignResult.summary` writes it)."""
+    return CampaignResult.model_validate({"status": 1, "message": "OK", **figures}).summary()
+
+
+def _number(value: object, field: str) -> float | int | None:
+    """A templated gate value (it may render to a string) as a number >= 0, or None when unset."""
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = -1.0
+    if number < 0 or number != number or isinstance(value, bool):
+        message = f"{field}={value!r}: must be a number >= 0"
+        raise SmsValidationError(message, [(field, message)])
+    return int(number) if number.is_integer() else number
+
+
+def read_gates(
+    *, max_cost: object, max_filtered_ratio: object, min_credits_after: object, on_cost_exceeded: object
+) -> dict[str, float | int | None]:
+    """The gates from the operator's (rendered) arguments, each checked and named when wrong."""
+    check_on_refused(on_cost_exceeded)
+    ratio = _number(max_filtered_ratio, "max_filtered_ratio")
+    if ratio is not None and ratio > 1:
+        message = f"max_filtered_ratio={max_filtered_ratio!r}: must be between 0 and 1 (0.2 = 20 %)"
+        raise SmsValidationError(message, [("max_filtered_ratio", message)])
+    return {
+        "max_cost": _number(max_cost, "max_cost"),
+        "max_filtered_ratio": ratio,
+        "min_credits_after": _number(min_credits_after, "min_credits_after"),
+    }
+
+
+def apply_gates(
+    gates: Mapping[str, Any], simulation: Mapping[str, Any], on_cost_exceeded: object, log: Logger
+) -> dict[str, Any]:
+    """Compare the simulated figures with the gates; raise (fail or skip) when one refuses.
+
+    :return: the gate's decision and figures, returned in the operator's XCom.
+    """
+    ratio = simulation["filtered"] / simulation["total"] if simulation["total"] else 0.0
+    refusals = []
+    if gates["max_cost"] is not None and simulation["cost"] > gates["max_cost"]:
+        refusals.append(f"cost {simulation['cost']} credits is over max_cost {gates['max_cost']}")
+    if gates["max_filtered_ratio"] is not None and ratio > gates["max_filtered_ratio"]:
+        refusals.append(
+            f"{ratio:.1%} of the numbers would be filtered, over max_filtered_ratio "
+            f"{gates['max_filtered_ratio']:.1%}"
+        )
+    if gates["min_credits_after"] is not None and simulation["credits"] < gates["min_credits_after"]:
+        refusals.append(
+            f"{simulation['credits']} credits would be left, under min_credits_after "
+            f"{gates['min_credits_after']}"
+        )
+    gate = {**gates, "passed": not refusals, "filtered_ratio": round(ratio, 4), "refusals": refusals}
+    if not refusals:
+        log.info("Gate passed: %s (simulated: %s)", gates, summary(simulation))
+        return gate
+    text = f"Gate refused the send: {'; '.join(refusals)}. Simulated: {summary(simulation)}"
+    if on_cost_exceeded == "skip":
+        log.warning("%s; skipping (on_cost_exceeded='skip')", text)
+        raise AirflowSkipException(text)
+    raise AirflowFailException(text + " (not retried)")
+
+
+def already_sent(
+    guard: SendGuard, campaign: Campaign, *, allow_resend: bool, log: Logger
+) -> dict[int, CampaignResult]:
+    """Results of batches an earlier attempt sent; fail on batches of unknown outcome."""
+    unknown = {i: r for i, r in guard.batches.items() if r.state == "sending"}
+    beyond = [i for i in guard.batches if i >= campaign.plan.batches]
+    if beyond:
+        raise AirflowFailException(
+            f"The send guard (Airflow Variable {guard.key!r}) records batch(es) "
+            f"{[i + 1 for i in beyond]} but the campaign now has {campaign.plan.batches}: the input "
+            "changed since an earlier attempt sent part of it. Not sending. Delete the Variable to "
+            "send the new campaign as a whole."
+        )
+    if unknown and not allow_resend:
+        first = min(unknown)
+        record = unknown[first]
+        raise AirflowFailException(
+            f"Batch {first + 1}/{campaign.plan.batches} may have been sent by an earlier attempt of this "
+            f"task (POST started at {record.started}, no answer recorded"
+            + (f": {record.note}" if record.note else "")
+            + f"), so it is not sent again. To check: {CHECK_HOW}. If it was not sent, set "
+            f"allow_resend=True, or remove batch {first} from the Airflow Variable {guard.key!r}, and "
+            "clear the task; batches recorded as sent are never sent again."
+        )
+    for index in unknown:
+        log.warning(
+            "Batch %s may have been sent by an earlier attempt; sending it again (allow_resend=True)",
+            index + 1,
+        )
+    return {i: r.campaign_result() for i, r in guard.batches.items() if r.state == "sent"}
+
+
+def send_batches(
+    campaign: Campaign, guard: SendGuard, sent: Mapping[int, CampaignResult], log: Logger
+) -> list[CampaignResult]:
+    """Send every batch not yet sent, each recorded in the guard before and after its POST."""
+    total = campaign.plan.batches
+    results: list[CampaignResult] = []
+    for index, items in campaign.batches():
+        digest = campaign.fingerprint(items)
+        if index in sent:
+            if guard.batches[index].fingerprint != digest:
+                raise AirflowFailException(
+                    f"Batch {index + 1}/{total} was sent by an earlier attempt (ticket "
+                    f"{sent[index].ticket}) with other recipients or another message: the input changed "
+                    f"between attempts. Not sending. Delete the Airflow Variable {guard.key!r} to send "
+                    "the new campaign."
+                )
+            results.append(sent[index])
+            log.info(
+                "Batch %s/%s was already sent by an earlier attempt (ticket %s): not sending it again",
+                index + 1,
+                total,
+                sent[index].ticket,
+            )
+            continue
+        guard.begin(index, digest)
+        try:
+            result = campaign.send(items)
+        except SmsMaybeSentError as exc:
+            guard.unknown(index, str(exc))
+            raise AirflowFailException(
+                f"{exc}. Batch {index + 1}/{total} may have been sent, so Airflow will not retry this "
+                f"task ({len(results)} earlier batch(es) were sent: tickets "
+                f"{[r.ticket for r in results]}). To check: {CHECK_HOW}. The send guard is the Airflow "
+                f"Variable {guard.key!r}."
+            ) from None
+        except (SmsTransportError, SmsApiError, SmsValidationError):
+            # Refused before sending, never received, or answered with an error: nothing was created.
+            guard.release(index)
+            raise
+        log.info("Batch %s/%s sent: ticket %s; recording it", index + 1, total, result.ticket)
+        guard.confirm(index, result)
+        results.append(result)
+        log.info(
+            "Progress: batch %s/%s, %s numbers sent so far, %s credits spent so far, %s credits left",
+            index + 1,
+            total,
+            sum(r.sent for r in results),
+            sum(r.cost for r in results),
+            result.credits,
+        )
+    return results
+
+
+def send_campaign(
+    campaign: Campaign,
+    guard: SendGuard,
+    gates: Mapping[str, Any],
+    *,
+    on_cost_exceeded: object,
+    allow_resend: bool,
+    log: Logger,
+) -> dict[str, Any]:
+    """Gate, then send batch by batch under the guard; return the send operators' XCom dict."""
+    sent = already_sent(guard, campaign, allow_resend=allow_resend, log=log)
+    simulation = gate = None
+    if any(value is not None for value in gates.values()):
+        simulation = simulate_all(campaign, log, sent)
+        gate = apply_gates(gates, simulation, on_cost_exceeded, log)
+    results = send_batches(campaign, guard, sent, log)
+    figures = combine(results, duplicates=campaign.plan.duplicates)
+    tickets = [result.ticket for result in results]
+    delay = campaign.message.delay
+    log.info(
+        "Sent: %s, tickets %s, delay %s",
+        summary(figures),
+        ", ".join(map(str, tickets)),
+        f"{delay} Europe/Paris" if delay else "none (sent now)",
+    )
+    return {
+        "ticket": tickets[0],
+        "tickets": tickets,
+        **figures,
+        "delay": delay,
+        "batches": campaign.plan.batches,
+        "resumed_batches": len(sent),
+        "estimate": campaign.estimate(),
+        "simulation": simulation,
+        "gate": gate,
+    }
+
+
+def simulate_campaign(campaign: Campaign, log: Logger) -> dict[str, Any]:
+    """Simulate every batch; return the simulate operator's XCom dict."""
+    figures = simulate_all(campaign, log)
+    log.info("Simulation: %s", summary(figures))
+    return {
+        **figures,
+        "delay": campaign.message.delay,
+        "batches": campaign.plan.batches,
+        "estimate": campaign.estimate(),
+    }

@@ -1,0 +1,175 @@
+"""What the sensors wait for, decided the same way in every mode (poke, reschedule, deferrable).
+
+:func:`webhook_ready` and :class:`NpaiFilter` are shared by the sensors' ``poke`` and the async
+triggers; :func:`error_kind` and :data:`FATAL_ERRORS` name the failures that waiting cannot cure.
+The sensors import this module when a task runs, not when a DAG file is parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+from airflow_provider_sms.delay import parse_instant
+from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsValidationError
+from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook, normalize_number
+from airflow_provider_sms.options import check_min_entries
+
+# Kinds of error event that waiting cannot cure: the sensor fails at once, without retries.
+FATAL_ERRORS: frozenset[str] = frozenset({"not_found", "auth", "validation", "connection"})
+
+
+def webhook_ready(webhook: Webhook, expected_status: str, require_healthy: bool) -> bool:
+    """True when the webhook shows ``expected_status`` (and, with ``require_healthy``, a 2xx last call).
+
+    :param webhook: the record read from GET /webhook/:id.
+    :param expected_status: the status to wait for, e.g. ``live`` (compared without case).
+    :param require_healthy: also require ``last_http_code`` to be 2xx (the receiver answers).
+    """
+    if webhook.status.strip().lower() != expected_status.strip().lower():
+        return False
+    code = webhook.last_http_code
+    return not require_healthy or (code is not None and 200 <= code < 300)
+
+
+@dataclass(frozen=True)
+class NpaiFilter:
+    """Which NPAI entries the NPAI sensor waits for; built with :meth:`build`, which checks the input.
+
+    :param campaign_id: only entries produced by this campaign (the ``ticket`` of a send).
+    :param destinations: only these numbers (normalized to international digits).
+    :param since: only entries dated at or after this instant (entry dates are Europe/Paris).
+    :param min_entries: how many matching entries end the wait.
+    """
+
+    campaign_id: int | None = None
+    destinations: frozenset[str] | None = None
+    since: pendulum.DateTime | None = None
+    min_entries: int = 1
+
+    @classmethod
+    def build(
+        cls,
+        campaign_id: int | str | None = None,
+        destinations: str | int | Iterable[str | int] | None = None,
+        since: object = None,
+        min_entries: int = 1,
+    ) -> NpaiFilter:
+        """Check and normalize the sensor's arguments, raising SmsValidationError that names the field.
+
+        :param campaign_id: an int or a string of digits (templates render the send's ticket as text).
+        :param destinations: a number or a list of numbers, in any form ``normalize_number`` accepts.
+        :param since: a timezone-aware datetime, an ISO-8601 string with offset or ``Y-m-d H:i:s``
+            (read as Europe/Paris); past instants are the usual case.
+        :param min_entries: an integer of at least 1.
+        """
+        return cls(
+            campaign_id=_campaign_id(campaign_id),
+            destinations=_destinations(destinations),
+            since=None if since is None or since == "" else parse_instant(since, field="since"),
+            min_entries=check_min_entries(min_entries),
+        )
+
+    def matching(self, npai: NpaiList) -> list[NpaiEntry]:
+        """The entries of ``npai`` that pass every filter, in the service's order.
+
+        Dates are compared as instants, so ``since`` is right across the DST changes; an entry
+        whose date cannot be read as a Paris time does not match a ``since`` filter.
+        """
+        matches = []
+        for entry in npai.entries:
+            if self.campaign_id is not None and entry.campaign_id != self.campaign_id:
+                continue
+            if self.destinations is not None and entry.destination not in self.destinations:
+                continue
+            # The date is only parsed for entries that passed the cheap filters.
+            if self.since is not None and not _dated_from(entry, self.since):
+                continue
+            matches.append(entry)
+        return matches
+
+    def describe(self) -> str:
+        """The filters in words, for logs."""
+        parts = [f"at least {self.min_entries} NPAI entr{'y' if self.min_entries == 1 else 'ies'}"]
+        if self.campaign_id is not None:
+            parts.append(f"of campaign {self.campaign_id}")
+        if self.destinations is not None:
+            parts.append(f"for {len(self.destinations)} destination(s)")
+        if self.since is not None:
+            parts.append(f"dated from {self.since.to_iso8601_string()}")
+        return " ".join(parts)
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """Plain values that :meth:`build` turns back into an equal filter (trigger serialization)."""
+        return {
+            "campaign_id": self.campaign_id,
+            "destinations": sorted(self.destinations) if self.destinations is not None else None,
+            "since": self.since.isoformat() if self.since is not None else None,
+            "min_entries": self.min_entries,
+        }
+
+
+def npai_result(entries: list[NpaiEntry]) -> dict[str, Any]:
+    """What the NPAI sensor returns (XCom): the matching entries, their count and their numbers."""
+    return {
+        "count": len(entries),
+        "destinations": sorted({entry.destination for entry in entries}),
+        "entries": [entry.model_dump(mode="json") for entry in entries],
+    }
+
+
+def _dated_from(entry: NpaiEntry, since: pendulum.DateTime) -> bool:
+    try:
+        # Compare timestamps: two datetimes of the same zone compare by wall clock, ignoring `fold`,
+        # so 02:30 CEST would count as later than 02:15 CET on the night the clocks go back.
+        return entry.paris_date.timestamp() >= since.timestamp()
+    except ValueError:  # SmsValidationError included: a date that is no Paris time matches no `since`
+        return False
+
+
+def _campaign_id(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    message = f"campaign_id={value!r}: must be a campaign's id, an integer (the ticket of a send)"
+    raise SmsValidationError(message, [("campaign_id", message)])
+
+
+def _destinations(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (str, int)) else value
+    if not isinstance(items, Iterable):
+        message = f"destinations={value!r}: must be a telephone number or a list of them"
+        raise SmsValidationError(message, [("destinations", message)])
+    numbers = set()
+    for index, item in enumerate(items):
+        try:
+            numbers.add(normalize_number(item))
+        except ValueError as exc:
+            message = f"destinations[{index}]: {exc}"
+            raise SmsValidationError(message, [(f"destinations[{index}]", message)]) from None
+    if not numbers:
+        message = "destinations: an empty list matches nothing; give numbers, or None for any number"
+        raise SmsValidationError(message, [("destinations", message)])
+    return frozenset(numbers)
+
+
+def error_kind(exc: Exception) -> str:
+    """Name a failure for an error event: not_found, auth, validation, connection or api."""
+    if isinstance(exc, AirflowNotFoundException):
+        return "connection"
+    if isinstance(exc, SmsNotFoundError):
+        return "not_found"
+    if isinstance(exc, SmsAuthError):
+        return "auth"
+    if isinstance(exc, SmsValidationError):
+        return "validation"
+    return "api"

@@ -1,0 +1,58 @@
+"""The task arguments checked when a DAG file is parsed, and their defaults.
+
+DAG files import the operators, sensors and notifier; those modules import this one and nothing else
+of the provider but the exceptions, so that parsing a DAG file does not load the models, the codec or
+the HTTP client (they are imported when a task runs). Keep it that way: no import of the provider's
+other modules here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, cast
+
+from airflow_provider_sms.exceptions import SmsValidationError
+
+SendWindowMode = Literal["postpone", "fail", "ignore"]
+SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
+OnGateRefused = Literal["fail", "skip"]
+# Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
+# request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
+DEFAULT_BATCH_SIZE = 10_000
+
+
+def _invalid(field: str, value: object, rule: str) -> SmsValidationError:
+    message = f"{field}={value!r}: {rule}"
+    return SmsValidationError(message, [(field, message)])
+
+
+def is_template(value: object) -> bool:
+    """Whether ``value`` is a Jinja template, checked once rendered (in ``execute()``) rather than now."""
+    return isinstance(value, str) and "{{" in value
+
+
+def check_mode(value: object) -> SendWindowMode:
+    """``value`` as a send-window mode, or SmsValidationError naming ``send_window``."""
+    if value not in SEND_WINDOW_MODES:
+        raise _invalid("send_window", value, "use 'postpone', 'fail' or 'ignore'")
+    return cast(SendWindowMode, value)
+
+
+def check_on_refused(value: object) -> OnGateRefused:
+    """``value`` as what a refusing gate does, or SmsValidationError naming ``on_cost_exceeded``."""
+    if value not in ("fail", "skip"):
+        raise _invalid("on_cost_exceeded", value, "use 'fail' or 'skip'")
+    return cast(OnGateRefused, value)
+
+
+def check_batch_size(value: object) -> int:
+    """``value`` as a batch size (an integer >= 1), or SmsValidationError naming ``batch_size``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid("batch_size", value, "must be an integer >= 1")
+    return value
+
+
+def check_min_entries(value: object) -> int:
+    """``value`` as the NPAI sensor's ``min_entries`` (an integer >= 1), or SmsValidationError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid("min_entries", value, "must be an integer of at least 1")
+    return value

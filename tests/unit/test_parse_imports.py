@@ -1,0 +1,82 @@
+"""DAG files import the operators, sensors and notifier: those must not load the provider's heavy parts.
+
+The DAG processor parses every DAG file again and again; the models (pydantic classes), the codec,
+the hook (requests), the triggers (``airflow.triggers.base``) and the send guard are imported when a
+task runs. ``make bench`` measures what this saves; this test keeps it from regressing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# What a DAG file may load of the provider when it imports the task classes.
+ALLOWED = {
+    "airflow_provider_sms",
+    "airflow_provider_sms.exceptions",
+    "airflow_provider_sms.options",
+    "airflow_provider_sms.operators",
+    "airflow_provider_sms.operators.sms",
+    "airflow_provider_sms.sensors",
+    "airflow_provider_sms.sensors.sms",
+    "airflow_provider_sms.notifications",
+    "airflow_provider_sms.notifications.sms",
+}
+HEAVY_THIRD_PARTY = ("requests", "airflow.triggers.base", "holidays", "defusedxml")
+
+_CHILD = """
+import json, sys
+from airflow.sdk import DAG, BaseOperator
+# What Airflow loads for any operator is not the provider's doing (3.0: airflow.triggers.base).
+with DAG("baseline", schedule=None):
+    BaseOperator(task_id="plain")
+before = set(sys.modules)
+from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator, SmsSimulateOperator
+from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+from airflow_provider_sms.notifications.sms import SmsNotifier
+from airflow.sdk import DAG
+with DAG("parse_imports", schedule=None):
+    SmsSimulateOperator(task_id="simulate", message="Hi", lists=[1])
+    SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"], max_cost=10)
+    SmsSendListsOperator(task_id="send_lists", message="Hi", lists=[1], on_cost_exceeded="skip")
+    SmsWebhookSensor(task_id="webhook", webhook_id="1", deferrable=True)
+    SmsNpaiSensor(task_id="npai", campaign_id="{{ ti.xcom_pull('send')['ticket'] }}", min_entries=2)
+    SmsNotifier(text="failed", recipients=["33612345678"])
+print(json.dumps({"new": sorted(set(sys.modules) - before), "all": sorted(sys.modules)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, list[str]]:
+    """Modules loaded by a fresh interpreter that imports the task classes and builds a DAG with them."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_dag_files_load_only_the_light_provider_modules(loaded: dict[str, list[str]]) -> None:
+    ours = {name for name in loaded["all"] if name.split(".")[0] == "airflow_provider_sms"}
+    assert ours <= ALLOWED, f"loaded at parse time: {sorted(ours - ALLOWED)}"
+
+
+@pytest.mark.parametrize("module", HEAVY_THIRD_PARTY)
+def test_dag_files_do_not_load_heavy_libraries(loaded: dict[str, list[str]], module: str) -> None:
+    assert module not in loaded["new"]
+
+
+def test_parse_time_checks_still_fail_bad_arguments() -> None:
+    """Validation kept at parse time (without the models): a bad value fails when the DAG is parsed."""
+    from airflow_provider_sms.exceptions import SmsValidationError
+    from airflow_provider_sms.operators.sms import SmsSendOperator
+    from airflow_provider_sms.sensors.sms import SmsNpaiSensor
+
+    with pytest.raises(SmsValidationError, match=r"batch_size=0: must be an integer >= 1"):
+        SmsSendOperator(task_id="a", message="Hi", recipients=["33612345678"], batch_size=0)
+    with pytest.raises(SmsValidationError, match=r"send_window='later'"):
+        SmsSendOperator(task_id="b", message="Hi", recipients=["33612345678"], send_window="later")
+    with pytest.raises(SmsValidationError, match=r"min_entries=0: must be an integer of at least 1"):
+        SmsNpaiSensor(task_id="c", min_entries=0)
