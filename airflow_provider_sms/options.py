@@ -41,7 +41,7 @@ def check_on_refused(value: object) -> OnGateRefused:
     """``value`` as what a refusing gate does, or SmsValidationError naming ``on_cost_exceeded``."""
     if value not in ("fail", "skip"):
         raise _invalid("on_cost_exceeded", value, "use 'fail' or 'skip'")
-    return cast(OnGateRefused, value)
+    return value  # narrowed to OnGateRefused by the test above
 
 
 def check_batch_size(value: object) -> int:

@@ -50,9 +50,10 @@ from airflow.utils.file import iter_airflow_imports
 path = sys.argv[1]
 for name in iter_airflow_imports(path):
     importlib.import_module(name)
+# Both sides load the stand-ins' classes before timing, so that neither gets a head start.
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import BaseNotifier
 if len(sys.argv) > 2:
-    from airflow.providers.standard.operators.empty import EmptyOperator
-    from airflow.sdk import BaseNotifier
 
     class StandInOperator(EmptyOperator):
         def __init__(self, *, task_id, **kwargs):
@@ -66,6 +67,9 @@ if len(sys.argv) > 2:
             pass
 
     kinds = {"operator": StandInOperator, "notifier": StandInNotifier}
+    # The real top-level package (light): Airflow 3.0 loads the providers' entry points
+    # (airflow_provider_sms:get_provider_info) while a DAG file is parsed.
+    import airflow_provider_sms
     for module_name, names in json.loads(sys.argv[2]).items():
         parts = module_name.split(".")
         for depth in range(1, len(parts)):

@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from airflow import __version__ as AIRFLOW_VERSION
@@ -53,3 +54,12 @@ def notification_fails(
     assert isinstance(failures[-1], exc_type), repr(failures[-1])
     if match is not None:
         assert re.search(match, str(failures[-1])), str(failures[-1])
+
+
+def secrets_masker() -> Any:
+    """Airflow's process-wide secrets masker, the one ``mask_secret`` registers secrets with."""
+    try:
+        from airflow.sdk._shared.secrets_masker.secrets_masker import _secrets_masker
+    except ImportError:  # Airflow 3.0
+        from airflow.sdk.execution_time.secrets_masker import _secrets_masker
+    return _secrets_masker()

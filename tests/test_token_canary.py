@@ -7,6 +7,7 @@ named, and failed the test or the session.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -28,7 +29,7 @@ LEAKY_TESTS = textwrap.dedent(
     def test_clean(capsys):
         logging.getLogger("quiet").warning("nothing secret here")
         print("hello")
-        assert capsys.readouterr().out == "hello\\n"
+        assert capsys.readouterr().out.endswith("hello\\n")
 
 
     def test_stdlib_log_record():
@@ -79,13 +80,16 @@ def test_every_channel_of_a_test_is_caught_and_fails_that_test(pytester: pytest.
     assert "log record of 'leaky' (WARNING): ...token is <canary>..." in out
     assert "captured log call: ...WARNING  leaky:test_leaky.py:15 token is <canary>" in out
     assert "captured stdout call: ...Authorization: Bearer <canary>" in out
-    # Airflow's structlog line reaches only the captured stdout.
-    assert "[info     ] connected with <canary> [airflow.task.hooks.airflow_provider_sms" in out
+    # Airflow 3.1+'s self.log is structlog (captured stdout only); 3.0's goes through the root logger.
+    assert "connected with <canary>" in out
     assert "output read with readouterr() (out): ...<canary>" in out
     assert 'failure text (call): ...("failed with " + CANARY)' in out
     assert "token canary: stdout of a fake subprocess: ...started\\nBearer <canary>..." in out
-    # The stdlib record is also in its test's captured stdout and log sections: 3 leaks, 1 test.
-    assert "token canary: 8 leaks in " in out
+    # The stdlib record is also in its test's captured log section (and, with Airflow 3.0's logging
+    # config, in captured stdout): at least 8 leaks in all.
+    summary = re.search(r"token canary: (\d+) leaks in ", out)
+    assert summary is not None
+    assert int(summary.group(1)) >= 8
     assert "1 subprocess outputs" in out
 
 

@@ -206,7 +206,8 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
         """The webhook record of the success event."""
-        return event["webhook"]
+        webhook: dict[str, Any] = event["webhook"]
+        return webhook
 
 
 class SmsNpaiSensor(SmsBaseSensor):
@@ -280,4 +281,5 @@ class SmsNpaiSensor(SmsBaseSensor):
 
     def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
         """The matching entries of the success event."""
-        return event["npai"]
+        npai: dict[str, Any] = event["npai"]
+        return npai

@@ -31,6 +31,7 @@ from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator, SmsSimulateOperator
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsWebhookTrigger
+from tests.compat import secrets_masker
 
 from .conftest import BASE_URL, TOKEN
 from .test_hook_errors import refused
@@ -45,9 +46,7 @@ ECHO = f"GET /npai HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n"
 @pytest.fixture(autouse=True)
 def fresh_masker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Airflow's secrets masker knowing no secret: each test shows what its own hook registered."""
-    from airflow.sdk._shared.secrets_masker.secrets_masker import _secrets_masker
-
-    masker = _secrets_masker()
+    masker = secrets_masker()
     monkeypatch.setattr(masker, "patterns", set())
     monkeypatch.setattr(masker, "replacer", None)
 
