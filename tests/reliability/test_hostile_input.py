@@ -511,7 +511,9 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
 
     error, peak = asyncio.run(measure())
 
-    bound = SMALL_PEAK if kind == "webhook" else 4 * MIB + SMALL_PEAK
+    # The event loop's own allocations count too (every thread is traced): a loaded full-suite run on
+    # Airflow 3.0.2 peaked at 4.3 MiB where a lone run peaks under 2; either is far from the 50 MB answer.
+    bound = 2 * SMALL_PEAK if kind == "webhook" else 4 * MIB + 2 * SMALL_PEAK
     assert peak < bound, f"peak {peak / MIB:.1f} MiB"
     assert error.endpoint == f"GET {path}"
 
