@@ -11,6 +11,11 @@ BIN := $(VENV)/bin
 AIRFLOW_MIN_VERSION ?= 3.0.2
 AIRFLOW_MIN_DATE ?= 2025-06-11T00:00:00Z
 MIN_NEWER ?= apache-airflow-providers-common-compat urllib3 anyio
+# ... on the lowest Python we declare (pyproject: requires-python >=3.10): pyenv's 3.10 where the machine has
+# one (it has no python3.10 on the PATH), else python3.10 on the PATH, else $(PYTHON), which test-min names.
+PYENV_ROOT ?= $(HOME)/.pyenv
+MIN_PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.10.*/bin/python3.10) \
+	$(shell command -v python3.10 >/dev/null 2>&1 && python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null) $(PYTHON))
 VENV_MIN ?= .venv-min
 BIN_MIN := $(VENV_MIN)/bin
 # The UI test drives Debian's chromium through Playwright (no browser download).
@@ -34,7 +39,7 @@ install: $(STAMP)
 # Made afresh each time (no package left from another resolution); uv from .venv: one download cache.
 $(STAMP_MIN): $(STAMP) pyproject.toml Makefile
 	rm -rf $(VENV_MIN)
-	$(PYTHON) -m venv --without-pip $(VENV_MIN)
+	$(MIN_PYTHON) -m venv --without-pip $(VENV_MIN)
 	$(BIN)/uv pip install --quiet --python $(BIN_MIN)/python --exclude-newer $(AIRFLOW_MIN_DATE) \
 		$(foreach package,$(MIN_NEWER),--exclude-newer-package $(package)=false) \
 		-e ".[test,bench]" "apache-airflow[fab]==$(AIRFLOW_MIN_VERSION)"
@@ -65,6 +70,7 @@ test-latest: $(STAMP) browser
 
 # tests/ui drives the React UI of the latest Airflow only (see README, "Development").
 test-min: $(STAMP_MIN)
+	@$(BIN_MIN)/python -c 'import sys, airflow; print(f"lowest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
 	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(PYTEST_ARGS)
 
 demo: $(STAMP)

@@ -15,6 +15,7 @@ import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
+from airflow_provider_sms.compat import mask_secret
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsAuthError,
@@ -119,7 +120,7 @@ def connection_settings(
     token = conn.password or ""
     if not token:
         raise SmsValidationError(f"{where}: password (the access token) is empty", [("password", "empty")])
-    _mask(token)
+    mask_secret(token)
     host = (conn.host or "").strip().rstrip("/")
     if not host:
         raise SmsValidationError(f"{where}: host (the base URL) is empty", [("host", "empty")])
@@ -778,11 +779,3 @@ def _describe(exc: requests.RequestException) -> str:
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     text = str(reason or exc)
     return f"{type(exc).__name__}: {text[:300]}"
-
-
-def _mask(token: str) -> None:
-    try:
-        from airflow.providers.common.compat.sdk import mask_secret
-    except ImportError:  # pragma: no cover - compat always ships it
-        return
-    mask_secret(token)

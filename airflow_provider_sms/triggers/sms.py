@@ -17,11 +17,12 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
-from airflow.providers.common.compat.connection import get_async_connection, get_async_extra_dejson
+from airflow.providers.common.compat.connection import get_async_connection
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.compat import get_async_extra_dejson
 from airflow_provider_sms.conditions import NpaiFilter, error_kind, npai_result, webhook_ready
 from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import (

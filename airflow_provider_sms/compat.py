@@ -1,0 +1,43 @@
+"""Helpers that apache-airflow-providers-common-compat gained after 1.20, its last release for Python 3.10.
+
+Each is taken from common-compat where the installed release has it, else done the way common-compat
+does it, so the provider keeps masking the token and the triggerer's event loop stays unblocked on
+Python 3.10 (common-compat 1.20) as on newer Pythons. Imports happen when called: DAG files import
+``exceptions``, which must stay light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+
+def mask_secret(secret: str) -> None:
+    """Register ``secret`` with Airflow's secrets masker, so logs and rendered fields show ``***``."""
+    try:
+        from airflow.providers.common.compat.sdk import mask_secret as register
+    except ImportError:  # common-compat < 1.23
+        try:
+            from airflow.sdk.log import mask_secret as register
+        except ImportError:  # Airflow 3.0
+            from airflow.sdk.execution_time.secrets_masker import (  # type: ignore[no-redef]
+                mask_secret as register,
+            )
+    register(secret)
+
+
+async def get_async_extra_dejson(conn: Connection) -> dict[str, Any]:
+    """The connection's extra as a dict, read without blocking the event loop."""
+    try:
+        from airflow.providers.common.compat.connection import get_async_extra_dejson as read_extra
+    except ImportError:  # common-compat < 1.21
+        if hasattr(conn, "aextra_dejson"):  # Airflow 3.3.2+
+            extra: dict[str, Any] = await conn.aextra_dejson()
+            return extra
+        from asgiref.sync import sync_to_async
+
+        # extra_dejson masks the extra's secrets through a blocking call to the supervisor: in a thread.
+        return await sync_to_async(lambda: conn.extra_dejson)()
+    return await read_extra(conn)
