@@ -222,6 +222,11 @@ class NpaiPages:
         )
 
 
+def judged_by_status(http_status: int) -> bool:
+    """True for 429 and 5xx: judged by their status alone, their body (maybe a huge HTML page) never read."""
+    return http_status == 429 or http_status >= 500
+
+
 def check_read_response(
     http_status: int,
     reason: str,
@@ -236,7 +241,7 @@ def check_read_response(
     the service's error from the body (e.g. :class:`SmsNotFoundError` for status -5); a 2xx that is
     empty or an HTML page raises :func:`not_an_answer`'s error, not retried.
     """
-    if http_status == 429 or http_status >= 500:
+    if judged_by_status(http_status):
         raise _Retryable(f"{endpoint}: HTTP {http_status}", retry_after=_parse_retry_after(retry_after))
     if http_status >= 400:
         _raise_client_error(http_status, reason, answer, fmt, endpoint)
@@ -631,11 +636,7 @@ class SmsHook(BaseHook):
         too_large: SmsApiError | None = None
         try:
             response = self.session.post(self._url(path), data=body, timeout=self._timeouts, stream=True)
-            if response.status_code == 429 or response.status_code >= 500:
-                response.close()  # judged by its status alone: the body is not read
-                answer = b""
-            else:
-                answer = self._body(response, endpoint, response_limit(path))
+            answer = self._body(response, endpoint, path)
         except requests.RequestException as exc:
             if _nothing_sent(exc):
                 raise SmsTransportError(
@@ -708,11 +709,7 @@ class SmsHook(BaseHook):
             response = self.session.request(
                 method, self._url(path), data=body, params=params, timeout=self._timeouts, stream=True
             )
-            if response.status_code == 429 or response.status_code >= 500:
-                response.close()  # retried on its status alone: the body (maybe a huge HTML page) is unread
-                answer = b""
-            else:
-                answer = self._body(response, endpoint, response_limit(path))
+            answer = self._body(response, endpoint, path)
         except requests.RequestException as exc:
             raise _Retryable(f"{endpoint}: {_describe(exc)}") from None
         check_read_response(
@@ -725,13 +722,17 @@ class SmsHook(BaseHook):
         )
         return answer
 
-    def _body(self, response: requests.Response, endpoint: str, limit: int) -> bytes:
-        """Read the answer, refusing one larger than ``limit`` bytes instead of exhausting memory.
+    def _body(self, response: requests.Response, endpoint: str, path: str) -> bytes:
+        """Read the answer, refusing one larger than ``path``'s limit instead of exhausting memory.
 
-        The one place the hook reads bodies: a ``Content-Length`` over the limit is refused before
-        reading; otherwise the (decompressed) bytes are counted as they stream in.
+        The one place the hook reads bodies: a 429 or 5xx is not read (:func:`judged_by_status`), a
+        ``Content-Length`` over the limit is refused before reading; otherwise the (decompressed)
+        bytes are counted as they stream in.
         """
         with response:
+            if judged_by_status(response.status_code):
+                return b""
+            limit = response_limit(path)
             if declared_too_large(response.headers, limit):
                 raise response_too_large(response.status_code, endpoint, limit)
             chunks = []

@@ -32,6 +32,7 @@ from airflow_provider_sms.hooks.sms import (
     SmsHook,
     check_read_response,
     connection_settings,
+    judged_by_status,
     request_headers,
     response_limit,
     webhook_path,
@@ -147,8 +148,7 @@ class SmsPollingTrigger(BaseTrigger):
         answer = b""
         try:
             async with client.stream("GET", path, params=params) as response:
-                # 429 and 5xx are judged by their status alone (retried): their body is not read.
-                if response.status_code != 429 and response.status_code < 500:
+                if not judged_by_status(response.status_code):
                     # Bounded as the hook's reads are: small for a webhook, large for /npai; raw
                     # bytes, so that decompression is bounded too (BoundedBody).
                     limit = response_limit(path)
