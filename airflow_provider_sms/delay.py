@@ -24,11 +24,6 @@ _API_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 log = logging.getLogger(__name__)
 
 
-def _error(value: object, rule: str, field: str = "delay") -> SmsValidationError:
-    message = f"{field}={value!r}: {rule}"
-    return SmsValidationError(message, [(field, message)])
-
-
 def paris_wall_time(naive: dt.datetime, *, field: str = "delay") -> pendulum.DateTime:
     """Read a naive wall-clock time as Europe/Paris, refusing the DST gap and resolving the overlap."""
     first = naive.replace(tzinfo=PARIS, fold=0)
@@ -39,7 +34,7 @@ def paris_wall_time(naive: dt.datetime, *, field: str = "delay") -> pendulum.Dat
             f"{field}={naive.strftime(API_FORMAT)!r}: this time does not exist in Europe/Paris "
             "(clocks jump forward at the spring DST change); pick a time outside the gap"
         )
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_field(field, message)
     if first.utcoffset() != second.utcoffset():
         log.warning(
             "%s %s occurs twice in Europe/Paris (autumn DST change); using the first occurrence, "
@@ -63,7 +58,9 @@ def parse_instant(value: object, *, field: str = "delay") -> pendulum.DateTime:
     """
     if isinstance(value, dt.datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise _error(value, "naive datetime; give a timezone-aware datetime (e.g. with tz=UTC)", field)
+            raise SmsValidationError.for_value(
+                field, value, "naive datetime; give a timezone-aware datetime (e.g. with tz=UTC)"
+            )
         moment = pendulum.instance(value.astimezone(dt.timezone.utc)).in_timezone(PARIS)
     elif isinstance(value, str):
         text = value.strip()
@@ -71,25 +68,27 @@ def parse_instant(value: object, *, field: str = "delay") -> pendulum.DateTime:
             try:
                 naive = dt.datetime.strptime(text, API_FORMAT)
             except ValueError as exc:
-                raise _error(value, f"not a real date and time ({exc})", field) from None
+                raise SmsValidationError.for_value(
+                    field, value, f"not a real date and time ({exc})"
+                ) from None
             moment = paris_wall_time(naive, field=field)
         else:
             try:
                 parsed = pendulum.parse(text, tz=None, strict=False)
             except (ValueError, pendulum.parsing.exceptions.ParserError) as exc:
-                raise _error(
-                    value, f"not a date; use ISO-8601 with an offset or 'Y-m-d H:i:s' ({exc})", field
+                raise SmsValidationError.for_value(
+                    field, value, f"not a date; use ISO-8601 with an offset or 'Y-m-d H:i:s' ({exc})"
                 ) from None
             if not isinstance(parsed, dt.datetime) or parsed.tzinfo is None:
-                raise _error(
+                raise SmsValidationError.for_value(
+                    field,
                     value,
                     "no timezone; use ISO-8601 with an offset (2026-05-01T10:00:00+02:00) "
                     "or 'Y-m-d H:i:s', which is read as Europe/Paris",
-                    field,
                 )
             moment = pendulum.instance(parsed).in_timezone(PARIS)
     else:
-        raise _error(value, "expected a timezone-aware datetime or a string", field)
+        raise SmsValidationError.for_value(field, value, "expected a timezone-aware datetime or a string")
     return moment
 
 
@@ -106,7 +105,8 @@ def parse_delay(value: object, *, now: dt.datetime | None = None) -> pendulum.Da
         _warn_if_ambiguous(moment)
     reference = now or pendulum.now("UTC")
     if moment < reference:
-        raise _error(
+        raise SmsValidationError.for_value(
+            "delay",
             value,
             f"in the past ({moment.strftime(API_FORMAT)} Europe/Paris is before now, "
             f"{pendulum.instance(reference).in_timezone(PARIS).strftime(API_FORMAT)})",

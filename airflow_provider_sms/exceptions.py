@@ -23,6 +23,16 @@ class SmsValidationError(SmsError, ValueError):
         super().__init__(message)
         self.errors = errors or []
 
+    @classmethod
+    def for_field(cls, field: str, message: str) -> SmsValidationError:
+        """The error for one field: ``message`` says the value and the rule, ``field`` names what to fix."""
+        return cls(message, [(field, message)])
+
+    @classmethod
+    def for_value(cls, field: str, value: object, rule: str) -> SmsValidationError:
+        """The error for a field's bad value: ``field=value: rule`` (the value as ``repr``)."""
+        return cls.for_field(field, f"{field}={value!r}: {rule}")
+
 
 class SmsApiError(SmsError):
     """The service answered, with a ``status`` other than 1 (or with a body that is not an answer).

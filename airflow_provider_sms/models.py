@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.segments import SHORT_MARKER
+from airflow_provider_sms.sms_parts import SHORT_MARKER
 
 PushType = Literal["alert", "marketing"]
 PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
@@ -135,7 +135,7 @@ class Message(SmsModel):
         """Rules that apply to a real send (not to a simulation): short URLs need a pushtype."""
         if self.links and self.pushtype is None:
             message = "message.pushtype is required when sending with short URLs: use 'alert' or 'marketing'"
-            raise SmsValidationError(message, [("message.pushtype", message)])
+            raise SmsValidationError.for_field("message.pushtype", message)
 
 
 class Recipient(SmsModel):
@@ -300,8 +300,9 @@ class NpaiEntry(SmsModel):
         """``date`` as an aware datetime in Europe/Paris (DST overlap: first occurrence)."""
         parsed = pendulum.parse(self.date, exact=True)
         if not isinstance(parsed, pendulum.DateTime):  # a bare date, time or duration
-            message = f"npai.date={self.date!r}: not a date and time; expected 'Y-m-d H:i:s'"
-            raise SmsValidationError(message, [("npai.date", message)])
+            raise SmsValidationError.for_value(
+                "npai.date", self.date, "not a date and time; expected 'Y-m-d H:i:s'"
+            )
         return paris_wall_time(parsed.naive(), field="npai.date")
 
 
@@ -462,10 +463,10 @@ def parse_recipients(
             f"{field}: {bad_count} of {len(prepared) + bad_count} recipients are not valid "
             f"(by rule: {rules}); " + "; ".join(bad) + more
         )
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_field(field, message)
     if not prepared:
         message = f"{field}: no recipients given; give at least one telephone number"
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_field(field, message)
     return prepared
 
 
@@ -474,13 +475,12 @@ def parse_lists(items: object, field: str = "lists") -> list[ListRef]:
     if isinstance(items, (int, str, Mapping, ListRef)):
         items = [items]
     if not isinstance(items, Iterable):
-        message = f"{field}={items!r}: expected a list id or a list of list ids (ints)"
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_value(field, items, "expected a list id or a list of list ids (ints)")
     refs: list[ListRef] = []
     for index, item in enumerate(items):
         if isinstance(item, Mapping) and "gsmsmsid" in item:
             message = f"{field}[{index}]: gsmsmsid is only valid on /send, not on list campaigns"
-            raise SmsValidationError(message, [(f"{field}[{index}]", message)])
+            raise SmsValidationError.for_field(f"{field}[{index}]", message)
         refs.append(
             build(
                 ListRef,
@@ -490,5 +490,5 @@ def parse_lists(items: object, field: str = "lists") -> list[ListRef]:
         )
     if not refs:
         message = f"{field}: no list ids given; give at least one list id"
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_field(field, message)
     return refs

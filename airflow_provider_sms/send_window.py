@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
+from airflow_provider_sms._argument_checks import check_mode
 from airflow_provider_sms.delay import API_FORMAT, PARIS, format_delay
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.options import check_mode
-from airflow_provider_sms.segments import PER_PART, SINGLE, count_parts
+from airflow_provider_sms.sms_parts import PER_PART, SINGLE, count_parts
 
 if TYPE_CHECKING:
     from airflow_provider_sms.models import Message
@@ -141,7 +141,7 @@ def apply_send_window(
             f"send_window='fail': {when} is outside the marketing send window ({RULE}); the next allowed "
             f"time is {describe(allowed)}: set delay to it or later, or send_window='postpone'"
         )
-        raise SmsValidationError(text, [("delay", text)])
+        raise SmsValidationError.for_field("delay", text)
     if mode == "ignore":
         logger.info("Marketing SMS: %s is outside the send window; sent as is (send_window='ignore')", when)
         return message

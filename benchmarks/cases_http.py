@@ -186,7 +186,7 @@ _SEND_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from types import SimpleNamespace
-from airflow_provider_sms import guard
+from airflow_provider_sms.operators import _send_guard as guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from tests.conftest import MemoryVariables
 

@@ -119,8 +119,8 @@ class MemoryVariables:
 
 @pytest.fixture
 def memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Point the send guard (airflow_provider_sms.guard) at an empty in-memory Variable store."""
-    from airflow_provider_sms import guard
+    """Point the send guard (operators._send_guard) at an empty in-memory Variable store."""
+    from airflow_provider_sms.operators import _send_guard as guard
 
     monkeypatch.setattr(MemoryVariables, "store", {})
     monkeypatch.setattr(guard, "Variable", MemoryVariables)

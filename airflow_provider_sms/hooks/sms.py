@@ -15,7 +15,7 @@ import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
-from airflow_provider_sms.compat import mask_secret
+from airflow_provider_sms._compat import mask_secret
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsAuthError,
@@ -119,11 +119,11 @@ def connection_settings(
     where = f"connection {conn_id!r}"
     token = conn.password or ""
     if not token:
-        raise SmsValidationError(f"{where}: password (the access token) is empty", [("password", "empty")])
+        raise SmsValidationError.for_field("password", f"{where}: password (the access token) is empty")
     mask_secret(token)
     host = (conn.host or "").strip().rstrip("/")
     if not host:
-        raise SmsValidationError(f"{where}: host (the base URL) is empty", [("host", "empty")])
+        raise SmsValidationError.for_field("host", f"{where}: host (the base URL) is empty")
     if "://" not in host:
         scheme = conn.schema if conn.schema in ("http", "https") else "https"
         host = f"{scheme}://{host}"
@@ -135,9 +135,9 @@ def connection_settings(
         fmt = format_override or codec.check_format(extra.get("format") or "json")
         timeout = float(extra.get("timeout") or DEFAULT_TIMEOUT)
     except (TypeError, ValueError) as exc:
-        raise SmsValidationError(f"{where}: extra {exc}", [("extra", str(exc))]) from None
+        raise SmsValidationError.for_field("extra", f"{where}: extra {exc}") from None
     if timeout <= 0:
-        raise SmsValidationError(f"{where}: extra timeout must be > 0, got {timeout}", [("timeout", "> 0")])
+        raise SmsValidationError.for_field("timeout", f"{where}: extra timeout must be > 0, got {timeout}")
     verify = extra.get("verify", True)
     if isinstance(verify, str) and verify.lower() in ("true", "false"):
         verify = verify.lower() == "true"
@@ -167,7 +167,7 @@ def webhook_path(webhook_id: str | int) -> str:
     """The path of GET /webhook/:id, or SmsValidationError for an id that cannot be one."""
     text = str(webhook_id).strip()
     if not text or "/" in text:
-        raise SmsValidationError(f"webhook_id={text!r}: give the webhook's id", [("webhook_id", "empty")])
+        raise SmsValidationError.for_field("webhook_id", f"webhook_id={text!r}: give the webhook's id")
     return f"/webhook/{quote(text, safe='')}"
 
 
@@ -606,7 +606,7 @@ class SmsHook(BaseHook):
         for index, item in enumerate(items):
             if isinstance(item, Mapping) and "gsmsmsid" in item:
                 message = f"lists[{index}]: gsmsmsid is only valid on /send, not on list campaigns"
-                raise SmsValidationError(message, [(f"lists[{index}]", message)])
+                raise SmsValidationError.for_field(f"lists[{index}]", message)
         return parse_lists(items)
 
     def _npai_page(self, start: int, length: int = NPAI_PAGE_SIZE, tries: int | None = None) -> NpaiList:

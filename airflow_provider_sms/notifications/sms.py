@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms.options import SendWindowMode, check_mode
+from airflow_provider_sms._argument_checks import SendWindowMode, check_mode
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from airflow_provider_sms.models import PushType
 
 # DAG files import this module: the hook, the models and the send window are imported when a
-# notification is sent, not when the file is parsed (see airflow_provider_sms.options).
+# notification is sent, not when the file is parsed (see airflow_provider_sms._argument_checks).
 
 
 class SmsNotifier(BaseNotifier):

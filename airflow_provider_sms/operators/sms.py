@@ -2,10 +2,10 @@
 
 Operators never build payloads or read answers: :class:`~airflow_provider_sms.hooks.sms.SmsHook`
 does. They hold the task's arguments (templated, checked when the DAG file is parsed where they are
-not templates) and hand the run to :mod:`airflow_provider_sms.campaign`: validation of everything
-before the first request, the estimate of SMS parts, batching, the gates and the send guard.
+not templates) and hand the run to :mod:`._campaign_run`: validation of everything before the first
+request, the estimate of SMS parts, batching, the gates and the send guard.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms.options` and the
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._argument_checks` and the
 exceptions; the hook, the models and the send guard are imported when a task runs.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms.options import (
+from airflow_provider_sms._argument_checks import (
     DEFAULT_BATCH_SIZE,
     OnGateRefused,
     SendWindowMode,
@@ -31,9 +31,9 @@ from airflow_provider_sms.options import (
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-    from airflow_provider_sms.campaign import Campaign
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import Message
+    from airflow_provider_sms.operators._campaign_run import Campaign
 
 
 class SmsBaseOperator(BaseOperator):
@@ -99,7 +99,7 @@ class SmsBaseOperator(BaseOperator):
 
         Everything is validated here, before any request; an error names the field and the rule.
         """
-        from airflow_provider_sms.campaign import Campaign, message_to_send
+        from airflow_provider_sms.operators._campaign_run import Campaign, message_to_send
 
         message = message_to_send(self.hook, self.message, self.delay, self.send_window, self.log)
         if self.sends:
@@ -147,14 +147,14 @@ class SmsSimulateOperator(SmsBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Simulate every batch and return the figures added up."""
-        from airflow_provider_sms.campaign import simulate_campaign, task_errors
+        from airflow_provider_sms.operators._campaign_run import simulate_campaign, task_errors
 
         with task_errors():
             return simulate_campaign(self.prepare_campaign(), self.log)
 
 
 class SmsSendBaseOperator(SmsBaseOperator):
-    """A send behind optional gates, made once per task instance (see :mod:`airflow_provider_sms.guard`).
+    """A send behind optional gates, made once per task instance (see :mod:`._send_guard`).
 
     When a gate is set, the exact campaign is simulated first (every batch, added up) and sent only if
     every gate passes; otherwise the task fails (not retried) or is skipped, with the figures.
@@ -205,8 +205,8 @@ class SmsSendBaseOperator(SmsBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
-        from airflow_provider_sms.campaign import read_gates, send_campaign, task_errors
-        from airflow_provider_sms.guard import SendGuard
+        from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign, task_errors
+        from airflow_provider_sms.operators._send_guard import SendGuard
 
         with task_errors():
             gates = read_gates(

@@ -30,8 +30,8 @@ from airflow_provider_sms.models import (
     Webhook,
     format_errors,
 )
-from airflow_provider_sms.segments import SHORT_MARKER, SHORT_URL_LENGTH, count_parts
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
+from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts
 
 # Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
 SHORT_URL_BASE = "https://sms.sb/"

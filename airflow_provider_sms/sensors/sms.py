@@ -6,7 +6,7 @@ cannot fix an unknown webhook, a rejected token or bad input: those fail at once
 error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
 ``timeout`` still bounds the wait.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms.options` and the
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._argument_checks` and the
 exceptions; the hook, the models and the triggers are imported when a task runs.
 """
 
@@ -27,6 +27,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import DEFAULT_CONN_ID
+from airflow_provider_sms._argument_checks import check_min_entries
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -34,13 +35,12 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.options import check_min_entries
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-    from airflow_provider_sms.conditions import NpaiFilter
     from airflow_provider_sms.hooks.sms import SmsHook
+    from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
     from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 
 
@@ -123,7 +123,7 @@ class SmsBaseSensor(BaseSensorOperator):
         """Turn the trigger's event into the task's return value (XCom) or a clear failure."""
         if event.get("status") == "success":
             return self.result_of(event)
-        from airflow_provider_sms.conditions import FATAL_ERRORS
+        from airflow_provider_sms.sensors._wait_conditions import FATAL_ERRORS
 
         message = event.get("message") or f"the trigger ended with {event!r}"
         if event.get("error") in FATAL_ERRORS:
@@ -172,12 +172,13 @@ class SmsWebhookSensor(SmsBaseSensor):
 
         webhook_path(self.webhook_id)
         if not isinstance(self.expected_status, str) or not self.expected_status.strip():
-            message = f"expected_status={self.expected_status!r}: give the status to wait for, e.g. 'live'"
-            raise SmsValidationError(message, [("expected_status", message)])
+            raise SmsValidationError.for_value(
+                "expected_status", self.expected_status, "give the status to wait for, e.g. 'live'"
+            )
 
     def check_once(self) -> PokeReturnValue:
         """Read the webhook and compare it with the expected state."""
-        from airflow_provider_sms.conditions import webhook_ready
+        from airflow_provider_sms.sensors._wait_conditions import webhook_ready
 
         webhook = self.hook.get_webhook(self.webhook_id)
         done = webhook_ready(webhook, self.expected_status, self.require_healthy)
@@ -253,7 +254,7 @@ class SmsNpaiSensor(SmsBaseSensor):
     @cached_property
     def npai_filter(self) -> NpaiFilter:
         """The checked filters (built from the rendered template fields)."""
-        from airflow_provider_sms.conditions import NpaiFilter
+        from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
 
         return NpaiFilter.build(self.campaign_id, self.destinations, self.since, self.min_entries)
 
@@ -263,7 +264,7 @@ class SmsNpaiSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the whole list and count the matching entries."""
-        from airflow_provider_sms.conditions import npai_result
+        from airflow_provider_sms.sensors._wait_conditions import npai_result
 
         npai = self.hook.get_npai()
         matches = self.npai_filter.matching(npai)

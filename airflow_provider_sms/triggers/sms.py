@@ -5,7 +5,7 @@ GET /npai); nothing that sends can run here. Transient read errors (connection, 
 inside the poll loop; an unknown id, a rejected token or bad input end the wait with an error event.
 
 The conditions they wait for are those of the sensors' ``poke``
-(:mod:`airflow_provider_sms.conditions`), so every mode decides the same way.
+(:mod:`airflow_provider_sms.sensors._wait_conditions`), so every mode decides the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.compat import get_async_extra_dejson
-from airflow_provider_sms.conditions import NpaiFilter, error_kind, npai_result, webhook_ready
+from airflow_provider_sms._compat import get_async_extra_dejson
 from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import (
     BoundedBody,
@@ -37,6 +36,7 @@ from airflow_provider_sms.hooks.sms import (
     response_limit,
     webhook_path,
 )
+from airflow_provider_sms.sensors._wait_conditions import NpaiFilter, error_kind, npai_result, webhook_ready
 
 # --------------------------------------------------------------------------------------- triggers
 

@@ -92,7 +92,7 @@ BIG_SEND = """
 import json, sys, threading, time
 from pathlib import Path
 from types import SimpleNamespace
-from airflow_provider_sms import guard
+from airflow_provider_sms.operators import _send_guard as guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from tests.conftest import MemoryVariables
 

@@ -23,7 +23,7 @@ from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
 from airflow_provider_sms.sandbox.state import SandboxConfig
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-from airflow_provider_sms.segments import SHORT_URL_LENGTH
+from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH
 
 pytestmark = pytest.mark.integration
 

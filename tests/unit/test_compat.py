@@ -1,4 +1,4 @@
-"""airflow_provider_sms.compat: the same result from common-compat and from the fallbacks for older releases.
+"""airflow_provider_sms._compat: the same result from common-compat and from the fallbacks for older releases.
 
 The suite's lowest run (Python 3.10, common-compat 1.20) takes the fallbacks for real; these tests take
 every path on whichever release is installed, by hiding what newer releases bring.
@@ -16,7 +16,7 @@ import pytest
 from airflow.providers.common.compat.sdk import redact
 from airflow.sdk import Connection
 
-from airflow_provider_sms.compat import get_async_extra_dejson, mask_secret
+from airflow_provider_sms._compat import get_async_extra_dejson, mask_secret
 from tests.compat import secrets_masker
 
 SECRET = "compat-secret-9d41c7e2"

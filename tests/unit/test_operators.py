@@ -15,7 +15,7 @@ import requests
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
 from airflow_provider_sms.exceptions import SmsApiError, SmsTransportError, SmsValidationError
-from airflow_provider_sms.guard import guard_key
+from airflow_provider_sms.operators._send_guard import guard_key
 from airflow_provider_sms.operators.sms import (
     SmsSendListsOperator,
     SmsSendOperator,

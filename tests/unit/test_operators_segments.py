@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_sms.segments import SHORT_URL_LENGTH, count_parts
+from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 ALLOWED = {
     "airflow_provider_sms",
     "airflow_provider_sms.exceptions",
-    "airflow_provider_sms.options",
+    "airflow_provider_sms._argument_checks",
     "airflow_provider_sms.operators",
     "airflow_provider_sms.operators.sms",
     "airflow_provider_sms.sensors",

@@ -6,7 +6,7 @@ send guard and the hook here means parsing a DAG file loads none of them.
 
 Nothing here builds payloads or reads answers (the hook does). What it adds is the task's side:
 validation of everything before the first request, the local estimate of SMS parts, batching, the
-gates, the send guard (:mod:`airflow_provider_sms.guard`) and turning errors into Airflow outcomes.
+gates, the send guard (:mod:`._send_guard`) and turning errors into Airflow outcomes.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms.batches import BatchPlan, RecipientSource, combine
+from airflow_provider_sms._argument_checks import check_on_refused
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.guard import SendGuard, fingerprint
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
-from airflow_provider_sms.options import check_on_refused
-from airflow_provider_sms.segments import count_parts
+from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
+from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
 from airflow_provider_sms.send_window import Logger, apply_marketing_rules
+from airflow_provider_sms.sms_parts import count_parts
 
 if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
@@ -90,11 +90,11 @@ def message_to_send(
         data = dict(message)
     else:
         text = f"message: expected the text, a dict or a Message, got {type(message).__name__}"
-        raise SmsValidationError(text, [("message", text)])
+        raise SmsValidationError.for_field("message", text)
     if delay not in (None, ""):
         if data.get("delay") not in (None, ""):
             text = "delay: given both as the operator's delay and in message; give it once"
-            raise SmsValidationError(text, [("delay", text)])
+            raise SmsValidationError.for_field("delay", text)
         data["delay"] = delay
     return apply_marketing_rules(hook.prepare_message(data), send_window, logger=log)
 
@@ -124,7 +124,7 @@ class Campaign:
         """Check the recipients or lists (no request made) and log the estimate of SMS parts."""
         if (recipients is None) == (lists is None):
             text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
-            raise SmsValidationError(text, [("recipients", text)])
+            raise SmsValidationError.for_field("recipients", text)
         parts = count_parts(message.text)
         if lists is not None:
             refs = parse_lists(lists)
@@ -211,8 +211,7 @@ def _number(value: object, field: str) -> float | int | None:
     except (TypeError, ValueError):
         number = -1.0
     if number < 0 or number != number or isinstance(value, bool):
-        message = f"{field}={value!r}: must be a number >= 0"
-        raise SmsValidationError(message, [(field, message)])
+        raise SmsValidationError.for_value(field, value, "must be a number >= 0")
     return int(number) if number.is_integer() else number
 
 
@@ -223,8 +222,9 @@ def read_gates(
     check_on_refused(on_cost_exceeded)
     ratio = _number(max_filtered_ratio, "max_filtered_ratio")
     if ratio is not None and ratio > 1:
-        message = f"max_filtered_ratio={max_filtered_ratio!r}: must be between 0 and 1 (0.2 = 20 %)"
-        raise SmsValidationError(message, [("max_filtered_ratio", message)])
+        raise SmsValidationError.for_value(
+            "max_filtered_ratio", max_filtered_ratio, "must be between 0 and 1 (0.2 = 20 %)"
+        )
     return {
         "max_cost": _number(max_cost, "max_cost"),
         "max_filtered_ratio": ratio,

@@ -14,10 +14,10 @@ from typing import Any
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
+from airflow_provider_sms._argument_checks import check_min_entries
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsValidationError
 from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook, normalize_number
-from airflow_provider_sms.options import check_min_entries
 
 # Kinds of error event that waiting cannot cure: the sensor fails at once, without retries.
 FATAL_ERRORS: frozenset[str] = frozenset({"not_found", "auth", "validation", "connection"})
@@ -138,8 +138,9 @@ def _campaign_id(value: object) -> int | None:
         return value
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
-    message = f"campaign_id={value!r}: must be a campaign's id, an integer (the ticket of a send)"
-    raise SmsValidationError(message, [("campaign_id", message)])
+    raise SmsValidationError.for_value(
+        "campaign_id", value, "must be a campaign's id, an integer (the ticket of a send)"
+    )
 
 
 def _destinations(value: object) -> frozenset[str] | None:
@@ -147,18 +148,19 @@ def _destinations(value: object) -> frozenset[str] | None:
         return None
     items = [value] if isinstance(value, (str, int)) else value
     if not isinstance(items, Iterable):
-        message = f"destinations={value!r}: must be a telephone number or a list of them"
-        raise SmsValidationError(message, [("destinations", message)])
+        raise SmsValidationError.for_value(
+            "destinations", value, "must be a telephone number or a list of them"
+        )
     numbers = set()
     for index, item in enumerate(items):
         try:
             numbers.add(normalize_number(item))
         except ValueError as exc:
             message = f"destinations[{index}]: {exc}"
-            raise SmsValidationError(message, [(f"destinations[{index}]", message)]) from None
+            raise SmsValidationError.for_field(f"destinations[{index}]", message) from None
     if not numbers:
         message = "destinations: an empty list matches nothing; give numbers, or None for any number"
-        raise SmsValidationError(message, [("destinations", message)])
+        raise SmsValidationError.for_field("destinations", message)
     return frozenset(numbers)
 
 

@@ -20,11 +20,6 @@ OnGateRefused = Literal["fail", "skip"]
 DEFAULT_BATCH_SIZE = 10_000
 
 
-def _invalid(field: str, value: object, rule: str) -> SmsValidationError:
-    message = f"{field}={value!r}: {rule}"
-    return SmsValidationError(message, [(field, message)])
-
-
 def is_template(value: object) -> bool:
     """Whether ``value`` is a Jinja template, checked once rendered (in ``execute()``) rather than now."""
     return isinstance(value, str) and "{{" in value
@@ -33,26 +28,26 @@ def is_template(value: object) -> bool:
 def check_mode(value: object) -> SendWindowMode:
     """``value`` as a send-window mode, or SmsValidationError naming ``send_window``."""
     if value not in SEND_WINDOW_MODES:
-        raise _invalid("send_window", value, "use 'postpone', 'fail' or 'ignore'")
+        raise SmsValidationError.for_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
     return cast(SendWindowMode, value)
 
 
 def check_on_refused(value: object) -> OnGateRefused:
     """``value`` as what a refusing gate does, or SmsValidationError naming ``on_cost_exceeded``."""
     if value not in ("fail", "skip"):
-        raise _invalid("on_cost_exceeded", value, "use 'fail' or 'skip'")
+        raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail' or 'skip'")
     return value  # narrowed to OnGateRefused by the test above
 
 
 def check_batch_size(value: object) -> int:
     """``value`` as a batch size (an integer >= 1), or SmsValidationError naming ``batch_size``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _invalid("batch_size", value, "must be an integer >= 1")
+        raise SmsValidationError.for_value("batch_size", value, "must be an integer >= 1")
     return value
 
 
 def check_min_entries(value: object) -> int:
     """``value`` as the NPAI sensor's ``min_entries`` (an integer >= 1), or SmsValidationError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _invalid("min_entries", value, "must be an integer of at least 1")
+        raise SmsValidationError.for_value("min_entries", value, "must be an integer of at least 1")
     return value

@@ -138,10 +138,10 @@ class RecipientSource:
             message = " | ".join(errors[:_QUOTED_BATCHES]) + (
                 f" | and bad numbers in {more} more chunk(s)" if more > 0 else ""
             )
-            raise SmsValidationError(message, [(self.field, message)])
+            raise SmsValidationError.for_field(self.field, message)
         if not recipients:
             message = f"{self.field}: no recipients given; give at least one telephone number"
-            raise SmsValidationError(message, [(self.field, message)])
+            raise SmsValidationError.for_field(self.field, message)
         return BatchPlan(batches=batches, recipients=recipients, duplicates=duplicates)
 
     def _walk(self, size: int, *, errors: list[str] | None) -> Iterator[tuple[list[str | Recipient], int]]:
