@@ -51,3 +51,11 @@ def check_min_entries(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SmsValidationError.for_value("min_entries", value, "must be an integer of at least 1")
     return value
+
+
+def check_webhook_id(value: object) -> str:
+    """``value`` as a webhook id (not blank, no ``/``), or SmsValidationError naming ``webhook_id``."""
+    text = str(value).strip()
+    if not text or "/" in text:
+        raise SmsValidationError.for_value("webhook_id", text, "give the webhook's id")
+    return text

@@ -100,7 +100,14 @@ class SmsMaybeSentError(SmsError):
 
 
 class SmsTransportError(SmsError):
-    """Nothing reached the service (or a read-only call failed); safe to retry."""
+    """Nothing reached the service (or a read-only call failed); safe to retry.
+
+    :param retry_after: seconds the service asked to wait (its ``Retry-After``), when it said.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class SmsAuthError(SmsApiError):

@@ -27,7 +27,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._argument_checks import check_min_entries
+from airflow_provider_sms._argument_checks import check_min_entries, check_webhook_id
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -168,9 +168,7 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def check_inputs(self) -> None:
         """The webhook id must be one (no empty id, no slash) and the expected status non-blank."""
-        from airflow_provider_sms.hooks.sms import webhook_path
-
-        webhook_path(self.webhook_id)
+        check_webhook_id(self.webhook_id)
         if not isinstance(self.expected_status, str) or not self.expected_status.strip():
             raise SmsValidationError.for_value(
                 "expected_status", self.expected_status, "give the status to wait for, e.g. 'live'"

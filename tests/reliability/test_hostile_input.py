@@ -42,11 +42,12 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.hooks import sms as hook_module
+from airflow_provider_sms.hooks import _transport as transport_module
 from airflow_provider_sms.hooks.sms import SmsConnectionSettings, SmsHook
 from airflow_provider_sms.models import Message, Recipient
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
+from tests.async_hooks import async_hook, mock_transport
 
 # The suite's canary (tests/token_canary.py checks it never shows in any output).
 TOKEN = TEST_TOKEN
@@ -197,11 +198,11 @@ def test_hostile_xml_answer_is_refused_by_the_triggers(big_server, name):
     """Proves: the async triggers (deferrable sensors) decode XML answers under the same rules."""
     body = hostile_xml(big_server.url)[name]
     settings = SmsConnectionSettings(base_url=MOCK_URL, token=TOKEN, format="xml")
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    transport = mock_transport(lambda request: httpx.Response(200, content=body))
 
     async def poll(trigger: SmsPollingTrigger) -> None:
-        async with trigger._client(settings, transport=transport) as client:
-            await trigger.poll(client, "xml")
+        async with async_hook(settings, transport) as hook:
+            await trigger.poll(hook)
 
     for trigger, endpoint in [
         (SmsWebhookTrigger(webhook_id="7"), "GET /webhook/7"),
@@ -466,7 +467,7 @@ def test_npai_answer_may_exceed_the_small_limit(monkeypatch, big_server):
 
 def test_npai_answer_beyond_its_limit_is_refused_with_bounded_memory(monkeypatch, big_server):
     """Proves: GET /npai has a limit too (64 MiB; lowered to 4 MiB here to keep the test light)."""
-    monkeypatch.setattr(hook_module, "MAX_RESPONSE_BYTES", 4 * MIB)
+    monkeypatch.setattr(transport_module, "MAX_RESPONSE_BYTES", 4 * MIB)
     big_server.routes["/npai"] = Route()
     hook = make_hook(monkeypatch, big_server.url)
 
@@ -493,7 +494,7 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
     bytes and inflate them with a bound (BoundedBody)."""
     if route.headers.get("Content-Encoding") == "gzip":
         route.body = gzip_bomb(HUGE)
-    monkeypatch.setattr(hook_module, "MAX_RESPONSE_BYTES", 4 * MIB)
+    monkeypatch.setattr(transport_module, "MAX_RESPONSE_BYTES", 4 * MIB)
     trigger: SmsPollingTrigger
     if kind == "webhook":
         trigger, path, limit = SmsWebhookTrigger(webhook_id="7"), "/webhook/7", "1 MiB"
@@ -504,9 +505,9 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
 
     async def measure() -> tuple[SmsApiError, int]:
         # The client (its TLS context alone is megabytes) is built before measuring: only the read counts.
-        async with trigger._client(settings) as client:
+        async with async_hook(settings) as hook:
             with peak_memory() as peak, pytest.raises(SmsApiError, match=f"larger than {limit}") as info:
-                await trigger.poll(client, "json")
+                await trigger.poll(hook)
         return info.value, peak[0]
 
     error, peak = asyncio.run(measure())
@@ -532,8 +533,8 @@ def test_compressed_answers_are_still_read_by_the_hook_and_the_triggers(monkeypa
     trigger = SmsWebhookTrigger(webhook_id="7")
 
     async def poll() -> dict[str, Any] | None:
-        async with trigger._client(settings) as client:
-            return await trigger.poll(client, "json")
+        async with async_hook(settings) as hook:
+            return await trigger.poll(hook)
 
     assert hook.get_webhook("7").url == record["url"]
     payload = asyncio.run(poll())

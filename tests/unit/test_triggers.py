@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.hooks.sms import SmsAsyncHook
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
+from tests.async_hooks import mock_transport
 
 from .conftest import BASE_URL, TOKEN, connection_json
 from .samples import WEBHOOK, npai_entry
@@ -69,10 +71,10 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, service: Service) -> None:
-    """Route the triggers' HTTP client to ``service`` (everything else about the client is real)."""
-    build = SmsPollingTrigger._client
+    """Route the async hook's HTTP client to ``service`` (everything else about the client is real)."""
+    build = SmsAsyncHook._client
     monkeypatch.setattr(
-        SmsPollingTrigger, "_client", lambda self, s: build(self, s, transport=httpx.MockTransport(service))
+        SmsAsyncHook, "_client", lambda self, s: build(self, s, transport=mock_transport(service))
     )
 
 

@@ -1,0 +1,439 @@
+"""The HTTP layer under both hooks: connection settings, headers, endpoint paths and how answers are judged.
+
+:class:`~airflow_provider_sms.hooks.sms.SmsHook` (requests) and
+:class:`~airflow_provider_sms.hooks.sms.SmsAsyncHook` (httpx) differ only in how bytes travel; what
+they send and how they read what comes back is decided here, once: the settings read from the Airflow
+connection, the headers, the paths, the size bound of each answer, the paging of GET /npai, and the
+verdict on an answer (retry, the service's error, "maybe sent", or the decoded result).
+
+Not public API: import the hooks instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from airflow_provider_sms import codec
+from airflow_provider_sms._argument_checks import check_webhook_id
+from airflow_provider_sms._compat import mask_secret
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsMaybeSentError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.models import CampaignResult, NpaiEntry, NpaiList
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30.0
+# Page size for GET /npai: the service's other list endpoints accept at most 1000.
+NPAI_PAGE_SIZE = 1000
+# Largest answer read into memory; a bigger one is refused rather than exhausting the worker.
+# This one is for GET /npai, which may legitimately be long when the service ignores paging.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Largest answer of every other endpoint (a campaign result, a webhook record or an error): they are
+# well under 1 KB, so reading megabytes of one is pointless; 1 MiB leaves room for a proxy's HTML page.
+MAX_SMALL_RESPONSE_BYTES = 1024 * 1024
+# Longest wait honoured from a Retry-After header.
+MAX_RETRY_AFTER = 60.0
+
+SEND_PATH = "/send"
+SEND_LISTS_PATH = "/send/lists"
+SIMULATE_PATH = "/send/simulate"
+SIMULATE_LISTS_PATH = "/send/lists/simulate"
+NPAI_PATH = "/npai"
+
+
+def webhook_path(webhook_id: str | int) -> str:
+    """The path of GET /webhook/:id, or SmsValidationError for an id that cannot be one."""
+    return f"/webhook/{quote(check_webhook_id(webhook_id), safe='')}"
+
+
+# ------------------------------------------------------------------------------------ connection
+
+
+@dataclass(frozen=True)
+class SmsConnectionSettings:
+    """What the hooks read from the Airflow connection. The token is kept out of ``repr``."""
+
+    base_url: str
+    token: str = field(repr=False)
+    format: codec.WireFormat = "json"
+    timeout: float = DEFAULT_TIMEOUT
+    default_sender: str | None = None
+    verify: bool | str = True
+
+
+def connection_settings(
+    conn: Any,
+    extra: Mapping[str, Any],
+    *,
+    conn_id: str,
+    format_override: codec.WireFormat | None = None,
+) -> SmsConnectionSettings:
+    """Check an Airflow connection of type ``sms`` and turn it into settings.
+
+    :param conn: the connection (host = base URL, password = access token).
+    :param extra: its extra as a dict; passed apart because the triggerer reads it asynchronously.
+    :param conn_id: the connection id, named in errors.
+    :param format_override: ``json`` or ``xml`` given to the hook, winning over the extra's ``format``.
+    """
+    where = f"connection {conn_id!r}"
+    token = conn.password or ""
+    if not token:
+        raise SmsValidationError.for_field("password", f"{where}: password (the access token) is empty")
+    mask_secret(token)
+    host = (conn.host or "").strip().rstrip("/")
+    if not host:
+        raise SmsValidationError.for_field("host", f"{where}: host (the base URL) is empty")
+    if "://" not in host:
+        scheme = conn.schema if conn.schema in ("http", "https") else "https"
+        host = f"{scheme}://{host}"
+    if conn.port and host.count(":") < 2:
+        scheme, rest = host.split("://", 1)
+        hostname, _, path = rest.partition("/")
+        host = f"{scheme}://{hostname}:{conn.port}" + (f"/{path}" if path else "")
+    try:
+        fmt = format_override or codec.check_format(extra.get("format") or "json")
+        timeout = float(extra.get("timeout") or DEFAULT_TIMEOUT)
+    except (TypeError, ValueError) as exc:
+        raise SmsValidationError.for_field("extra", f"{where}: extra {exc}") from None
+    if timeout <= 0:
+        raise SmsValidationError.for_field("timeout", f"{where}: extra timeout must be > 0, got {timeout}")
+    verify = extra.get("verify", True)
+    if isinstance(verify, str) and verify.lower() in ("true", "false"):
+        verify = verify.lower() == "true"
+    return SmsConnectionSettings(
+        base_url=host,
+        token=token,
+        format=fmt,
+        timeout=timeout,
+        default_sender=extra.get("default_sender") or None,
+        verify=verify,
+    )
+
+
+def request_headers(settings: SmsConnectionSettings) -> dict[str, str]:
+    """Headers of every request: bearer token, wire format, and the encodings :class:`BoundedBody` reads."""
+    return {
+        "Authorization": f"Bearer {settings.token}",
+        "Accept": codec.CONTENT_TYPES[settings.format],
+        "Content-Type": codec.CONTENT_TYPES[settings.format],
+        "User-Agent": "airflow-provider-sms",
+        # Only encodings whose decompression is bounded (no br/zstd even when installed).
+        "Accept-Encoding": "gzip, deflate",
+    }
+
+
+# ---------------------------------------------------------------------------------------- paging
+
+
+class NpaiPages:
+    """How GET /npai is read page by page, for both hooks.
+
+    Paging is not documented for /npai: pages of ``length`` (1000, what the service's other list
+    endpoints take at most) are asked with ``start``, and reading goes on while ``totalRecords`` says
+    entries are missing. A service that ignores the parameters answers everything at once; a page
+    that brings nothing new ends the reading with a warning rather than looping.
+
+    :param length: page size asked for.
+    """
+
+    def __init__(self, length: int = NPAI_PAGE_SIZE) -> None:
+        self.length = length
+        self._first: NpaiList | None = None
+        self._entries: list[NpaiEntry] = []
+        self._seen: set[str] = set()
+        self._stalled = False
+
+    def next_params(self) -> dict[str, int] | None:
+        """The query of the next page to read, or ``None`` when the list is complete."""
+        if self._first is None:
+            return {"start": 0, "length": self.length}
+        total = self._first.total_records
+        if self._stalled or total is None or len(self._entries) >= total:
+            return None
+        return {"start": len(self._entries), "length": self.length}
+
+    def add(self, page: NpaiList) -> None:
+        """Take in the page just read (duplicates of entries already read are dropped)."""
+        new = [entry for entry in page.entries if entry.id not in self._seen]
+        if self._first is None:
+            self._first = page
+        elif not new:
+            log.warning(
+                "GET /npai: totalRecords is %s but only %s entries could be read; keeping those",
+                self._first.total_records,
+                len(self._entries),
+            )
+            self._stalled = True
+        self._seen.update(entry.id for entry in new)
+        self._entries.extend(new)
+
+    def result(self) -> NpaiList:
+        """Every entry read, in the first page's envelope."""
+        if self._first is None:
+            raise RuntimeError("no page of GET /npai was read")
+        return self._first.model_copy(
+            update={"entries": self._entries, "total_display_records": len(self._entries)}
+        )
+
+
+# ------------------------------------------------------------------------------- reading answers
+
+
+def response_limit(path: str) -> int:
+    """The most bytes read of an answer from ``path``.
+
+    GET /npai gets :data:`MAX_RESPONSE_BYTES`; every other endpoint :data:`MAX_SMALL_RESPONSE_BYTES`.
+    Read at call time, so that tests can lower them.
+    """
+    return MAX_RESPONSE_BYTES if path == NPAI_PATH else MAX_SMALL_RESPONSE_BYTES
+
+
+def judged_by_status(http_status: int) -> bool:
+    """True for 429 and 5xx: judged by their status alone, their body (maybe a huge HTML page) never read."""
+    return http_status == 429 or http_status >= 500
+
+
+class ResponseTooLargeError(SmsApiError):
+    """An answer longer than its endpoint's limit (:func:`response_limit`), refused unread."""
+
+
+def response_too_large(http_status: int, endpoint: str, limit: int) -> ResponseTooLargeError:
+    """The error for an answer larger than ``limit`` bytes (refused instead of exhausting memory)."""
+    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
+    return ResponseTooLargeError(
+        None,
+        f"the answer is too large: larger than {size}, the most an answer of this endpoint may be; "
+        "refused without reading the rest",
+        http_status=http_status,
+        endpoint=endpoint,
+    )
+
+
+class BoundedBody:
+    """An answer's bytes gathered as they arrive, refused once they exceed ``limit``: the one size bound.
+
+    Both hooks read every answer through this class. The sync hook feeds it bytes that urllib3 has
+    already decompressed (urllib3 bounds each decompression step itself), so it passes
+    ``decompress=False``; the async hook feeds it httpx's raw bytes, and the decompression is
+    bounded here, because httpx inflates a whole network chunk at once (a 50 KB gzip chunk becomes
+    50 MB in one piece). Either way a compression bomb costs at most ``limit`` bytes.
+
+    :param headers: the answer's headers (``Content-Encoding``, ``Content-Length``).
+    :param http_status: the answer's HTTP status, for the error.
+    :param endpoint: ``METHOD /path``, for the error.
+    :param limit: the most decoded bytes accepted (:func:`response_limit`).
+    :param decompress: decode ``Content-Encoding`` here (raw bytes) or take the bytes as they come.
+    """
+
+    def __init__(
+        self,
+        headers: Mapping[str, str],
+        http_status: int,
+        endpoint: str,
+        limit: int,
+        *,
+        decompress: bool = True,
+    ) -> None:
+        self.http_status = http_status
+        self.endpoint = endpoint
+        self.limit = limit
+        self.size = 0
+        self._chunks: list[bytes] = []
+        if _declared_too_large(headers, limit):
+            raise response_too_large(http_status, endpoint, limit)
+        encoding = (headers.get("Content-Encoding") or "identity").strip().lower() if decompress else ""
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            # 32 + MAX_WBITS: zlib or gzip header, detected; "deflate" is zlib-wrapped (RFC 9110).
+            self._decoder: zlib._Decompress | None = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        elif encoding in ("identity", ""):
+            self._decoder = None
+        else:
+            raise SmsApiError(
+                None,
+                f"the answer uses Content-Encoding {encoding!r}, which was not asked for "
+                "(only gzip and deflate are accepted)",
+                http_status=http_status,
+                endpoint=endpoint,
+            )
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes of the answer (compressed, when this object decompresses)."""
+        if self._decoder is None:
+            self._add(data)
+            return
+        try:
+            while data:
+                # Never more than one byte beyond the limit per call: the bomb is not expanded.
+                self._add(self._decoder.decompress(data, self.limit - self.size + 1))
+                data = self._decoder.unconsumed_tail
+        except zlib.error as exc:
+            raise SmsApiError(
+                None,
+                f"the compressed answer could not be decoded ({exc})",
+                http_status=self.http_status,
+                endpoint=self.endpoint,
+            ) from None
+
+    def result(self) -> bytes:
+        """The whole decoded answer."""
+        if self._decoder is not None:
+            self._add(self._decoder.flush())
+        return b"".join(self._chunks)
+
+    def _add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise response_too_large(self.http_status, self.endpoint, self.limit)
+        self._chunks.append(data)
+
+
+def _declared_too_large(headers: Mapping[str, str], limit: int) -> bool:
+    try:
+        return int(headers.get("Content-Length") or 0) > limit
+    except ValueError:
+        return False  # a malformed length: the streamed count still bounds the read
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """A Retry-After header in seconds, capped at :data:`MAX_RETRY_AFTER` (``None`` for an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+# --------------------------------------------------------------------------------------- verdicts
+
+
+# How an HTML page starts (a web site's, a proxy's, a captive portal's): never an answer of the service.
+_HTML_STARTS = (b"<!doctype html", b"<html")
+
+
+def not_an_answer(
+    http_status: int, answer: bytes, fmt: codec.WireFormat, endpoint: str
+) -> SmsApiError | None:
+    """The error for a 2xx answer that is certainly not the service's (empty, or an HTML page), else None.
+
+    A server answered in full, so repeating the call would get the same: the usual cause is a base
+    URL that points at a web site, or a proxy answering in the service's place. The error says so,
+    rather than "not valid JSON" or, in XML, "DOCTYPE refused as unsafe".
+    """
+    head = answer.lstrip()[:64]
+    if not head:
+        what = "an empty body"
+    elif head.lower().startswith(_HTML_STARTS):
+        what = f"an HTML page (it starts with {answer[:60]!r})"
+    else:
+        return None
+    return SmsApiError(
+        None,
+        f"HTTP {http_status} with {what} instead of a {fmt.upper()} answer of the service: check that the "
+        "connection's host is the service's API base URL and that no proxy answers in its place",
+        body=answer[:200],
+        http_status=http_status,
+        endpoint=endpoint,
+    )
+
+
+def check_read_response(
+    http_status: int,
+    reason: str,
+    retry_after: str | None,
+    answer: bytes,
+    fmt: codec.WireFormat,
+    endpoint: str,
+) -> None:
+    """Judge the HTTP status of a call safe to repeat (a read or a simulation).
+
+    429 and 5xx raise :class:`SmsTransportError` with the Retry-After to honour (the caller retries);
+    any other non-2xx raises the service's error from the body (e.g. :class:`SmsNotFoundError` for
+    status -5); a 2xx that is empty or an HTML page raises :func:`not_an_answer`'s error, not retried.
+    """
+    if judged_by_status(http_status):
+        raise SmsTransportError(f"{endpoint}: HTTP {http_status}", retry_after=parse_retry_after(retry_after))
+    if http_status >= 400:
+        _raise_client_error(http_status, reason, answer, fmt, endpoint)
+    unreadable = not_an_answer(http_status, answer, fmt, endpoint)
+    if unreadable is not None:
+        raise unreadable
+
+
+def _raise_client_error(
+    http_status: int, reason: str, answer: bytes, fmt: codec.WireFormat, endpoint: str
+) -> None:
+    try:
+        envelope = codec.decode_envelope(answer, fmt)
+    except SmsApiError:
+        raise SmsApiError(
+            None,
+            f"HTTP {http_status} {reason}",
+            body=answer[:200],
+            http_status=http_status,
+            endpoint=endpoint,
+        ) from None
+    codec.raise_for_status(envelope.model_dump(), body=answer, endpoint=endpoint, http_status=http_status)
+    raise SmsApiError(1, f"HTTP {http_status} with status 1", http_status=http_status, endpoint=endpoint)
+
+
+def maybe_sent(endpoint: str, why: str) -> SmsMaybeSentError:
+    """The error of a send whose outcome is unknown, saying why and what to check."""
+    return SmsMaybeSentError(
+        f"{endpoint}: the campaign may have been created and must not be sent again automatically; "
+        f"check the service's campaign history before sending it again ({why})"
+    )
+
+
+def judge_send(
+    http_status: int,
+    retry_after: str | None,
+    answer: bytes,
+    too_large: ResponseTooLargeError | None,
+    fmt: codec.WireFormat,
+    endpoint: str,
+) -> CampaignResult:
+    """The verdict on the answer to POST /send or /send/lists: the result, or what the caller must know.
+
+    A send is never repeated, so every answer is one of: the result; a definite refusal (nothing
+    was sent: the service's error, or SmsTransportError for a 429); or SmsMaybeSentError.
+
+    :param too_large: set when the body was refused for its size (``answer`` is then empty).
+    """
+    if http_status == 429:
+        raise SmsTransportError(
+            f"{endpoint}: rate limited (HTTP 429, Retry-After {retry_after}); "
+            "the service refused the request, nothing was sent",
+            retry_after=parse_retry_after(retry_after),
+        )
+    if http_status >= 500:
+        raise maybe_sent(endpoint, f"HTTP {http_status}")
+    ok = 200 <= http_status < 300
+    if too_large is not None:
+        if ok:
+            # The service took the request and answered something we will not read.
+            raise maybe_sent(endpoint, f"HTTP {http_status}, {too_large.message}")
+        raise too_large
+    unreadable = not_an_answer(http_status, answer, fmt, endpoint) if ok else None
+    if unreadable is not None:
+        # 2xx but not an answer: the request was taken by something, we cannot tell what it did.
+        raise maybe_sent(endpoint, unreadable.message)
+    try:
+        return codec.decode_campaign_result(answer, fmt, endpoint=endpoint)
+    except SmsApiError as exc:
+        if exc.status == -8:
+            raise maybe_sent(endpoint, f"status -8: {exc.message}") from None
+        if exc.status is None and ok:
+            # 2xx but unreadable: the service took the request, we cannot tell what it did.
+            raise maybe_sent(endpoint, f"HTTP {http_status}, {exc.message}") from None
+        exc.http_status = http_status
+        raise
