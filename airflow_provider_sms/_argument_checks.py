@@ -59,3 +59,21 @@ def check_webhook_id(value: object) -> str:
     if not text or "/" in text:
         raise SmsValidationError.for_value("webhook_id", text, "give the webhook's id")
     return text
+
+
+def check_audience(operator: str, audience: str | None, *, recipients: object, lists: object) -> None:
+    """An operator addressed to ``audience`` (``recipients``, ``lists`` or either) got exactly that.
+
+    :param operator: the operator's class name, for the message.
+    """
+    given = {"recipients": recipients is not None, "lists": lists is not None}
+    if audience is None:
+        return  # either one: checked once rendered, with the values
+    other = "lists" if audience == "recipients" else "recipients"
+    if given[other]:
+        hint = "SmsSendListsOperator" if other == "lists" else "SmsSendOperator"
+        raise SmsValidationError.for_field(
+            other, f"{other}: {operator} sends to {audience} only; use {hint} to send to {other}"
+        )
+    if not given[audience]:
+        raise SmsValidationError.for_field(audience, f"{audience}: {operator} needs {audience}; none given")

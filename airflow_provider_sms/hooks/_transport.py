@@ -386,6 +386,10 @@ def _raise_client_error(
     raise SmsApiError(1, f"HTTP {http_status} with status 1", http_status=http_status, endpoint=endpoint)
 
 
+# Statuses by which the service refuses a request, documented as such: nothing was created.
+REFUSAL_STATUSES = frozenset({-1, -2, -3, -4, -5, -6, -7})
+
+
 def maybe_sent(endpoint: str, why: str) -> SmsMaybeSentError:
     """The error of a send whose outcome is unknown, saying why and what to check."""
     return SmsMaybeSentError(
@@ -402,10 +406,13 @@ def judge_send(
     fmt: codec.WireFormat,
     endpoint: str,
 ) -> CampaignResult:
-    """The verdict on the answer to POST /send or /send/lists: the result, or what the caller must know.
+    """The verdict on the answer to POST /send or /send/lists: the result, a refusal, or "maybe sent".
 
-    A send is never repeated, so every answer is one of: the result; a definite refusal (nothing
-    was sent: the service's error, or SmsTransportError for a 429); or SmsMaybeSentError.
+    A send is never repeated, so only a definite refusal may say that nothing was sent: a refusal
+    status in the body (-1 to -7, :data:`REFUSAL_STATUSES`), or an HTTP 4xx other than 408 whose body
+    does not claim success (429 included: SmsTransportError). Every other answer is
+    SmsMaybeSentError: 408, 5xx, status -8 or -99 or one the service does not document, a success
+    whose body does not have the documented shape, a 2xx that cannot be read, a 4xx saying status 1.
 
     :param too_large: set when the body was refused for its size (``answer`` is then empty).
     """
@@ -415,9 +422,10 @@ def judge_send(
             "the service refused the request, nothing was sent",
             retry_after=parse_retry_after(retry_after),
         )
-    if http_status >= 500:
-        raise maybe_sent(endpoint, f"HTTP {http_status}")
     ok = 200 <= http_status < 300
+    refused = 400 <= http_status < 500 and http_status != 408
+    if not (ok or refused):
+        raise maybe_sent(endpoint, f"HTTP {http_status}")
     if too_large is not None:
         if ok:
             # The service took the request and answered something we will not read.
@@ -428,12 +436,13 @@ def judge_send(
         # 2xx but not an answer: the request was taken by something, we cannot tell what it did.
         raise maybe_sent(endpoint, unreadable.message)
     try:
-        return codec.decode_campaign_result(answer, fmt, endpoint=endpoint)
+        result = codec.decode_campaign_result(answer, fmt, endpoint=endpoint)
     except SmsApiError as exc:
-        if exc.status == -8:
-            raise maybe_sent(endpoint, f"status -8: {exc.message}") from None
-        if exc.status is None and ok:
-            # 2xx but unreadable: the service took the request, we cannot tell what it did.
-            raise maybe_sent(endpoint, f"HTTP {http_status}, {exc.message}") from None
         exc.http_status = http_status
-        raise
+        if exc.status in REFUSAL_STATUSES or (refused and exc.status not in (1, -8)):
+            raise
+        status = "no status" if exc.status is None else f"status {exc.status}"
+        raise maybe_sent(endpoint, f"HTTP {http_status}, {status}: {exc.message}") from None
+    if refused:
+        raise maybe_sent(endpoint, f"HTTP {http_status} with a body saying status 1 (success)")
+    return result

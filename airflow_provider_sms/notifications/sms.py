@@ -48,7 +48,7 @@ class SmsNotifier(BaseNotifier):
     :param sender: custom sender; defaults to the connection's ``default_sender``.
     """
 
-    template_fields: Sequence[str] = ("text", "recipients", "sender")
+    template_fields: Sequence[str] = ("sms_conn_id", "text", "recipients", "sender")
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.common.compat.sdk import BaseOperator
 
@@ -22,6 +22,7 @@ from airflow_provider_sms._argument_checks import (
     DEFAULT_BATCH_SIZE,
     OnGateRefused,
     SendWindowMode,
+    check_audience,
     check_batch_size,
     check_mode,
     check_on_refused,
@@ -57,10 +58,12 @@ class SmsBaseOperator(BaseOperator):
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay", "send_window")
+    template_fields: Sequence[str] = ("sms_conn_id", "message", "recipients", "lists", "delay", "send_window")
     ui_color = "#d6eaf8"
     # Whether the task sends (the message must then meet the send-only rules before any request).
     sends = False
+    # The one argument a campaign must be addressed with ("recipients" or "lists"); None: either.
+    audience: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class SmsBaseOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_audience(type(self).__name__, self.audience, recipients=recipients, lists=lists)
         check_batch_size(batch_size)
         if not is_template(send_window):
             # A template is checked once rendered, in execute(); anything else fails at DAG parse time.
@@ -130,21 +134,6 @@ class SmsSimulateOperator(SmsBaseOperator):
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    template_fields: Sequence[str] = ("message", "recipients", "lists", "delay", "send_window")
-
-    def __init__(
-        self,
-        *,
-        message: str | Mapping[str, Any] | Message,
-        recipients: Any = None,
-        lists: Any = None,
-        sms_conn_id: str = DEFAULT_CONN_ID,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            message=message, recipients=recipients, lists=lists, sms_conn_id=sms_conn_id, **kwargs
-        )
-
     def execute(self, context: Context) -> dict[str, Any]:
         """Simulate every batch and return the figures added up."""
         from airflow_provider_sms.operators._campaign_run import simulate_campaign, task_errors
@@ -170,11 +159,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "message",
-        "recipients",
-        "lists",
-        "delay",
-        "send_window",
+        *SmsBaseOperator.template_fields,
         "max_cost",
         "on_cost_exceeded",
         "max_filtered_ratio",
@@ -243,24 +228,7 @@ class SmsSendOperator(SmsSendBaseOperator):
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    def __init__(
-        self,
-        *,
-        message: str | Mapping[str, Any] | Message,
-        recipients: Any,
-        max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused | str = "fail",
-        sms_conn_id: str = DEFAULT_CONN_ID,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            message=message,
-            recipients=recipients,
-            max_cost=max_cost,
-            on_cost_exceeded=on_cost_exceeded,
-            sms_conn_id=sms_conn_id,
-            **kwargs,
-        )
+    audience = "recipients"
 
 
 class SmsSendListsOperator(SmsSendBaseOperator):
@@ -276,21 +244,4 @@ class SmsSendListsOperator(SmsSendBaseOperator):
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
-    def __init__(
-        self,
-        *,
-        message: str | Mapping[str, Any] | Message,
-        lists: Any,
-        max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused | str = "fail",
-        sms_conn_id: str = DEFAULT_CONN_ID,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            message=message,
-            lists=lists,
-            max_cost=max_cost,
-            on_cost_exceeded=on_cost_exceeded,
-            sms_conn_id=sms_conn_id,
-            **kwargs,
-        )
+    audience = "lists"

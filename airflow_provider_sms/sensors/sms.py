@@ -53,6 +53,8 @@ class SmsBaseSensor(BaseSensorOperator):
         the task fails with ``AirflowSensorTimeout`` after ``timeout``, as in poke mode.
     """
 
+    template_fields: Sequence[str] = ("sms_conn_id",)
+
     def __init__(
         self,
         *,
@@ -151,7 +153,7 @@ class SmsWebhookSensor(SmsBaseSensor):
     ``signature``, ``last_http_code``.
     """
 
-    template_fields: Sequence[str] = ("webhook_id", "expected_status")
+    template_fields: Sequence[str] = (*SmsBaseSensor.template_fields, "webhook_id", "expected_status")
 
     def __init__(
         self,
@@ -230,7 +232,7 @@ class SmsNpaiSensor(SmsBaseSensor):
     Returns (XCom) ``{"count": n, "destinations": [...], "entries": [entry dicts]}``.
     """
 
-    template_fields: Sequence[str] = ("campaign_id", "destinations", "since")
+    template_fields: Sequence[str] = (*SmsBaseSensor.template_fields, "campaign_id", "destinations", "since")
 
     def __init__(
         self,

@@ -268,6 +268,55 @@ def test_templated_fields_are_declared():
     assert {"message", "recipients", "lists", "delay"} <= set(SmsSimulateOperator.template_fields)
 
 
+def test_sms_conn_id_is_templated_on_every_task_class():
+    from airflow_provider_sms.notifications.sms import SmsNotifier
+    from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+
+    for task_class in (
+        SmsSimulateOperator,
+        SmsSendOperator,
+        SmsSendListsOperator,
+        SmsNpaiSensor,
+        SmsWebhookSensor,
+    ):
+        assert task_class.template_fields[0] == "sms_conn_id", task_class
+        assert len(set(task_class.template_fields)) == len(task_class.template_fields), task_class
+    assert "sms_conn_id" in SmsNotifier.template_fields
+
+
+def test_rendered_sms_conn_id_is_the_hooks_connection(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_EU", connection_json())
+    operator = SmsSimulateOperator(
+        task_id="simulate", message="Hi", lists=[1], sms_conn_id="{{ params.conn }}"
+    )
+
+    operator.render_template_fields({"params": {"conn": "sms_eu"}})
+
+    assert operator.hook.sms_conn_id == "sms_eu"
+
+
+@pytest.mark.parametrize(
+    ("operator_class", "arguments", "match"),
+    [
+        (
+            SmsSendOperator,
+            {"lists": [1]},
+            r"lists: SmsSendOperator sends to recipients only; use SmsSendListsOperator",
+        ),
+        (SmsSendOperator, {}, r"recipients: SmsSendOperator needs recipients; none given"),
+        (
+            SmsSendListsOperator,
+            {"recipients": NUMBERS},
+            r"recipients: SmsSendListsOperator sends to lists only",
+        ),
+        (SmsSendListsOperator, {}, r"lists: SmsSendListsOperator needs lists; none given"),
+    ],
+)
+def test_send_operators_name_the_audience_they_need_when_the_dag_is_parsed(operator_class, arguments, match):
+    with pytest.raises(SmsValidationError, match=match):
+        operator_class(task_id="send", message="Hi", **arguments)
+
+
 # ------------------------------------------------------------------------------------- errors, guard
 
 

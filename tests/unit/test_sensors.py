@@ -266,7 +266,7 @@ def test_bad_min_entries_is_refused_when_the_dag_is_parsed(min_entries):
 
 
 def test_templated_fields():
-    assert set(SmsNpaiSensor.template_fields) == {"campaign_id", "destinations", "since"}
+    assert set(SmsNpaiSensor.template_fields) == {"sms_conn_id", "campaign_id", "destinations", "since"}
     assert "webhook_id" in SmsWebhookSensor.template_fields
 
 
