@@ -25,12 +25,12 @@ STAMP_MIN := $(VENV_MIN)/.installed-$(AIRFLOW_MIN_VERSION)
 # Extra pytest arguments for both runs of the suite, e.g. PYTEST_ARGS="-x tests/unit".
 PYTEST_ARGS ?=
 
-.PHONY: install install-min test test-latest test-min lint typecheck browser demo bench clean
+.PHONY: install install-min test test-latest test-min lint typecheck docs docs-check browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test,bench]" "apache-airflow==$(AIRFLOW_VERSION)"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test,bench,docs]" "apache-airflow==$(AIRFLOW_VERSION)"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -58,8 +58,16 @@ browser:
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# lint, mypy, the suite on the latest Airflow with coverage, then on the lowest.
-test: lint typecheck test-latest test-min
+# The manual, built into site/ (open site/index.html).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# What CI checks of the manual: it builds with no warning (broken link or anchor, page missing from the nav).
+docs-check: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
+# lint, mypy, the manual, the suite on the latest Airflow with coverage, then on the lowest.
+test: lint typecheck docs-check test-latest test-min
 
 # Branch coverage of the package, measured in process; settings and fail_under (90 %) in pyproject.toml.
 # `coverage run`, not pytest-cov: the provider's own pytest plugin (entry point pytest11) imports the
@@ -80,4 +88,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_MIN) .pytest_cache .ruff_cache .mypy_cache .coverage
+	rm -rf $(VENV) $(VENV_MIN) .pytest_cache .ruff_cache .mypy_cache .coverage site

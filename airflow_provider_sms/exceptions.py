@@ -118,7 +118,7 @@ class SmsNotFoundError(SmsApiError):
     """The service does not know the resource (status -5: unknown list or webhook)."""
 
 
-# Meanings of the body's status, from the real service's documentation (shared/service-notes.md).
+# Meanings of the body's status, from the real service's documentation (docs/service-facts.md).
 STATUS_MEANINGS: dict[int, str] = {
     1: "OK",
     -1: "authentication error: check the connection's access token",

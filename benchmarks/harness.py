@@ -151,7 +151,7 @@ def traced_peak(func: Callable[[], object]) -> int:
 
 
 def format_table(records: list[Record]) -> str:
-    """The results as a Markdown table (printed, and pasted into the README)."""
+    """The results as a Markdown table (printed, and pasted into docs/performance.md)."""
     lines = [
         "| case | size | ours | baseline | ratio | peak memory | target | met |",
         "|---|---:|---:|---:|---:|---:|---|---|",

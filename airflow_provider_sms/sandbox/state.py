@@ -66,7 +66,7 @@ def _list(prefix: str, count: int, start: int = 1) -> list[str]:
 
 @dataclass
 class Seeds:
-    """What a fresh (or reset) sandbox holds. Documented in the README's sandbox section."""
+    """What a fresh (or reset) sandbox holds. Documented in docs/sandbox.md."""
 
     credits: int = 10_000
     lists: dict[int, list[str]] = field(

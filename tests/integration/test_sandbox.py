@@ -485,7 +485,7 @@ def test_cli_refuses_an_unknown_fault():
 
 
 def test_requests_per_second_smoke(hook, sms_sandbox):
-    """Not a timed assertion: prints the rate so the figure can be reported (see README)."""
+    """Not a timed assertion: prints the rate so the figure can be reported (see docs/sandbox.md)."""
     calls = 500
     started = time.perf_counter()
     for _ in range(calls):

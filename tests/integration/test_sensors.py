@@ -170,10 +170,10 @@ async def test_webhook_trigger_waits_for_live(sandbox, monkeypatch):
     polls = 0
     original = SmsWebhookTrigger.poll
 
-    async def poll_then_enable(self: SmsWebhookTrigger, client: Any, fmt: Any) -> Any:
+    async def poll_then_enable(self: SmsWebhookTrigger, hook: Any) -> Any:
         nonlocal polls
         polls += 1
-        result = await original(self, client, fmt)
+        result = await original(self, hook)
         if result is None:  # seen disabled: the DLR receiver comes up now
             await asyncio.to_thread(sandbox.inspect.set_webhook, "8", status="live")
         return result

@@ -1,4 +1,4 @@
-"""delay: any accepted form -> the API's 'Y-m-d H:i:s' in Europe/Paris (DESIGN.md rule 4)."""
+"""delay: any accepted form -> the API's 'Y-m-d H:i:s' in Europe/Paris (docs/hook.md, "Delay")."""
 
 from __future__ import annotations
 
