@@ -1,8 +1,8 @@
 """The marketing send window: the one place that decides when a ``marketing`` SMS may be sent.
 
 The rule (docs/service-facts.md, "Marketing rules"): marketing SMS only from 08:00 to 20:00
-Europe/Paris wall-clock time, Monday to Saturday, never on Sundays or French public holidays (from the ``holidays`` package);
-20:00 itself is outside. Alerts may be sent at any time and are never moved.
+Europe/Paris wall-clock time, Monday to Saturday, never on Sundays or French public holidays (from
+the ``holidays`` package); 20:00 itself is outside. Alerts may be sent at any time and are never moved.
 
 It applies to the *effective send time*: the message's ``delay``, or now when there is none. The
 operators and the notifier call :func:`apply_marketing_rules` on the final message before any request;
