@@ -7,8 +7,9 @@ once (never two campaigns for one send), simulations and reads create nothing.
 
 The rule (docs/operators.md, "Never the same campaign twice"): sends (POST /send, /send/lists) are
 never retried, and any outcome that leaves the send in doubt is ``SmsMaybeSentError``; simulations
-and reads are retried (bounded, with backoff, honouring Retry-After) on connection errors, 429 and 5xx. :data:`ROWS` holds the
-expected outcome of every cell: it drives the tests and prints the table of docs/reliability.md::
+and reads are retried (bounded, with backoff, honouring Retry-After) on connection errors, 429 and
+5xx. :data:`ROWS` holds the expected outcome of every cell: it drives the tests and prints the table
+of docs/reliability.md::
 
     .venv/bin/python -m tests.reliability.test_fault_matrix
 """
