@@ -198,8 +198,11 @@ def response_limit(path: str) -> int:
 
 
 def judged_by_status(http_status: int) -> bool:
-    """True for 429 and 5xx: judged by their status alone, their body (maybe a huge HTML page) never read."""
-    return http_status == 429 or http_status >= 500
+    """True for 408, 429 and 5xx: judged by their status alone, their body (maybe an HTML page) never read.
+
+    On a read they are retried; on a send, 429 is a refusal and the others leave it "maybe sent".
+    """
+    return http_status in (408, 429) or http_status >= 500
 
 
 class ResponseTooLargeError(SmsApiError):
@@ -356,7 +359,7 @@ def check_read_response(
 ) -> None:
     """Judge the HTTP status of a call safe to repeat (a read or a simulation).
 
-    429 and 5xx raise :class:`SmsTransportError` with the Retry-After to honour (the caller retries);
+    408, 429 and 5xx raise :class:`SmsTransportError` with the Retry-After to honour (the caller retries);
     any other non-2xx raises the service's error from the body (e.g. :class:`SmsNotFoundError` for
     status -5); a 2xx that is empty or an HTML page raises :func:`not_an_answer`'s error, not retried.
     """
@@ -400,6 +403,7 @@ def maybe_sent(endpoint: str, why: str) -> SmsMaybeSentError:
 
 def judge_send(
     http_status: int,
+    reason: str,
     retry_after: str | None,
     answer: bytes,
     too_large: ResponseTooLargeError | None,
@@ -422,27 +426,31 @@ def judge_send(
             "the service refused the request, nothing was sent",
             retry_after=parse_retry_after(retry_after),
         )
-    ok = 200 <= http_status < 300
-    refused = 400 <= http_status < 500 and http_status != 408
-    if not (ok or refused):
+    if 400 <= http_status < 500 and http_status != 408:
+        if too_large is not None:
+            raise too_large
+        try:
+            _raise_client_error(http_status, reason, answer, fmt, endpoint)
+        except SmsApiError as exc:
+            if exc.status in (1, -8):
+                raise maybe_sent(
+                    endpoint, f"HTTP {http_status} with a body saying status {exc.status}"
+                ) from None
+            raise
+    if not 200 <= http_status < 300:
         raise maybe_sent(endpoint, f"HTTP {http_status}")
     if too_large is not None:
-        if ok:
-            # The service took the request and answered something we will not read.
-            raise maybe_sent(endpoint, f"HTTP {http_status}, {too_large.message}")
-        raise too_large
-    unreadable = not_an_answer(http_status, answer, fmt, endpoint) if ok else None
+        # The service took the request and answered something we will not read.
+        raise maybe_sent(endpoint, f"HTTP {http_status}, {too_large.message}")
+    unreadable = not_an_answer(http_status, answer, fmt, endpoint)
     if unreadable is not None:
-        # 2xx but not an answer: the request was taken by something, we cannot tell what it did.
+        # Not an answer: the request was taken by something, we cannot tell what it did.
         raise maybe_sent(endpoint, unreadable.message)
     try:
-        result = codec.decode_campaign_result(answer, fmt, endpoint=endpoint)
+        return codec.decode_campaign_result(answer, fmt, endpoint=endpoint)
     except SmsApiError as exc:
         exc.http_status = http_status
-        if exc.status in REFUSAL_STATUSES or (refused and exc.status not in (1, -8)):
+        if exc.status in REFUSAL_STATUSES:
             raise
         status = "no status" if exc.status is None else f"status {exc.status}"
         raise maybe_sent(endpoint, f"HTTP {http_status}, {status}: {exc.message}") from None
-    if refused:
-        raise maybe_sent(endpoint, f"HTTP {http_status} with a body saying status 1 (success)")
-    return result

@@ -309,6 +309,7 @@ class SmsHook(BaseHook):
             too_large = exc
         return judge_send(
             response.status_code,
+            response.reason,
             response.headers.get("Retry-After"),
             answer,
             too_large,

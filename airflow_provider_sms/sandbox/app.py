@@ -194,6 +194,11 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
             return error(-8, "Campaign held for moderation", fmt)
         if fault == "drop_after_record":
             return DroppedResponse()
+        if fault == "bad_success_shape":
+            return answer({"status": 1, "message": "OK"}, fmt)
+        if fault == "unknown_error":
+            # HTTP 200, as the service answers a status it cannot explain.
+            return answer({"status": -99, "message": "Unknown error"}, fmt)
         if fault == "truncated":
             return TruncatedResponse(good.body, good.status_code, media_type=good.media_type)
         if fault == "empty_body":

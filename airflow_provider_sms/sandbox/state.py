@@ -110,13 +110,18 @@ class Faults(BaseModel):
     """Faults to inject; counters go down as they fire. Unknown names and bad values are refused.
 
     Faults that answer before any work (``http_error``, ``rate_limit``) and the body faults
-    (``truncated``, ``empty_body``, ``wrong_content_type``) hit every endpoint in scope. The two
-    ambiguous-send faults (``maybe_sent``, ``drop_after_record``) hit the sends, and the other
-    endpoints only when ``endpoints`` names them: unscoped, they keep aiming at the send behind a cost
-    gate's simulation.
+    (``truncated``, ``empty_body``, ``wrong_content_type``) hit every endpoint in scope. The
+    ambiguous-send faults (``maybe_sent``, ``drop_after_record``, ``bad_success_shape``,
+    ``unknown_error``) hit the sends, and the other endpoints only when ``endpoints`` names them:
+    unscoped, they keep aiming at the send behind a cost gate's simulation.
 
     :param maybe_sent: on the next N sends, record the campaign, then answer status -8 (HTTP 200); a
         simulation or read named in ``endpoints`` is answered status -8 too (nothing is recorded).
+    :param bad_success_shape: on the next N sends, record the campaign, then answer status 1 without
+        the result's figures (``{"status": 1, "message": "OK"}``); a simulation or read named in
+        ``endpoints`` is answered alike.
+    :param unknown_error: on the next N sends, record the campaign, then answer status -99 (unknown
+        error, HTTP 200); a simulation or read named in ``endpoints`` is answered alike.
     :param drop_after_record: on the next N sends, record the campaign, then close the connection
         without answering (a reset); a simulation or read named in ``endpoints`` is processed, then
         its connection is closed alike.
@@ -138,6 +143,8 @@ class Faults(BaseModel):
 
     maybe_sent: int = Field(default=0, ge=0)
     drop_after_record: int = Field(default=0, ge=0)
+    bad_success_shape: int = Field(default=0, ge=0)
+    unknown_error: int = Field(default=0, ge=0)
     truncated: int = Field(default=0, ge=0)
     empty_body: int = Field(default=0, ge=0)
     wrong_content_type: int = Field(default=0, ge=0)
@@ -181,13 +188,23 @@ class Faults(BaseModel):
         return self.endpoints is None or path in self.endpoints
 
     def ambiguous_send_applies(self, path: str) -> bool:
-        """Whether ``maybe_sent``/``drop_after_record`` apply to ``path``: sends, or endpoints named."""
+        """Whether the ambiguous-send faults apply to ``path``: sends, or endpoints named."""
         return self.applies(path) and (path in SEND_PATHS or self.endpoints is not None)
 
 
 # The faults that answer after the request was processed (a send's campaign recorded), in the order
 # they are taken when several are set.
-ANSWER_FAULTS = ("maybe_sent", "drop_after_record", "truncated", "empty_body", "wrong_content_type")
+ANSWER_FAULTS = (
+    "maybe_sent",
+    "drop_after_record",
+    "bad_success_shape",
+    "unknown_error",
+    "truncated",
+    "empty_body",
+    "wrong_content_type",
+)
+# Of those, the ones that hit the sends only, unless ``Faults.endpoints`` names other endpoints.
+AMBIGUOUS_SEND_FAULTS = frozenset({"maybe_sent", "drop_after_record", "bad_success_shape", "unknown_error"})
 
 
 # What a fresh (or reset) sandbox holds, with the default configuration.
@@ -534,7 +551,7 @@ class SandboxState:
             if not faults.applies(path):
                 return None
             for name in ANSWER_FAULTS:
-                if name in ("maybe_sent", "drop_after_record") and not faults.ambiguous_send_applies(path):
+                if name in AMBIGUOUS_SEND_FAULTS and not faults.ambiguous_send_applies(path):
                     continue
                 left = getattr(faults, name)
                 if left > 0:

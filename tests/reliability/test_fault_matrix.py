@@ -121,6 +121,9 @@ READ_ENDPOINTS = tuple(endpoint for endpoint in ENDPOINTS if not endpoint.sends)
 # ------------------------------------------------------------------------------------ the matrix
 
 RETRIED = "Retried → OK"
+# GET /npai answered status 1 with no ``list``: the shape of an empty list (in XML, zero ``list``
+# elements look exactly so), read as one.
+READ_EMPTY = "OK, read as an empty list"
 MAYBE_SENT = "MaybeSent"
 TRANSPORT = "Transport"
 API_ERROR = "ApiError"
@@ -161,6 +164,8 @@ class Row:
     :param persistent: the outcome on the simulations and reads when it fires on every try, if the
         fault is retried at all (``None``: not retried, the same as ``read``).
     :param trigger: what the async triggers (GET /webhook/:id, GET /npai) do when it fires once.
+    :param npai: the outcome on GET /npai, when it differs from ``read``.
+    :param npai_trigger: what the NPAI trigger does, when it differs from ``trigger``.
     """
 
     label: str
@@ -169,6 +174,8 @@ class Row:
     read: Expected
     persistent: Expected | None
     trigger: str
+    npai: Expected | None = None
+    npai_trigger: str | None = None
 
 
 # A retried read: the first try meets the fault, the second succeeds; every try meets it: all fail.
@@ -226,6 +233,15 @@ ROWS: tuple[Row, ...] = (
         READ_EXHAUSTED,
         POLLS_AGAIN,
     ),
+    # The server gave up waiting for the request: a send may have been read and processed in part.
+    Row(
+        "408",
+        lambda n: {"http_error": (408, n)},
+        Expected(MAYBE_SENT, 0, 1),
+        READ_RETRIED,
+        READ_EXHAUSTED,
+        POLLS_AGAIN,
+    ),
     # The service refused the request: nothing was sent, but a send is still not retried by the hook.
     Row(
         "429 with Retry-After",
@@ -240,6 +256,26 @@ ROWS: tuple[Row, ...] = (
     Row(
         "status -8",
         lambda n: {"maybe_sent": n},
+        Expected(MAYBE_SENT, 1, 1),
+        Expected(API_ERROR, 0, 1),
+        None,
+        ERROR_EVENT,
+    ),
+    # Status 1 without the result's figures: the campaign exists, the answer cannot be trusted.
+    Row(
+        "status 1 without the result's fields",
+        lambda n: {"bad_success_shape": n},
+        Expected(MAYBE_SENT, 1, 1),
+        Expected(API_ERROR, 0, 1),
+        None,
+        ERROR_EVENT,
+        npai=Expected(READ_EMPTY, 0, 1),
+        npai_trigger=POLLS_AGAIN,
+    ),
+    # Status -99, unknown error: the service does not say it refused, so a send may have gone out.
+    Row(
+        "status -99",
+        lambda n: {"unknown_error": n},
         Expected(MAYBE_SENT, 1, 1),
         Expected(API_ERROR, 0, 1),
         None,
@@ -277,7 +313,16 @@ ROWS: tuple[Row, ...] = (
 
 def expected(endpoint: Endpoint, row: Row) -> Expected:
     """The outcome of the cell ``row`` x ``endpoint`` when the fault fires once."""
+    if endpoint.name == "/npai" and row.npai is not None:
+        return row.npai
     return row.send if endpoint.sends else row.read
+
+
+def trigger_outcome(trigger_name: str, row: Row) -> str:
+    """What a trigger does when the row's fault fires once."""
+    if trigger_name == "SmsNpaiTrigger" and row.npai_trigger is not None:
+        return row.npai_trigger
+    return row.trigger
 
 
 def cell(endpoint: Endpoint, row: Row) -> str:
@@ -309,7 +354,12 @@ def markdown_table() -> str:
         "| fault | async triggers (GET /webhook/:id, GET /npai, deferrable sensors) |",
         "|---|---|",
     ]
-    triggers += [f"| {row.label} | {row.trigger} |" for row in ROWS]
+    triggers += [
+        f"| {row.label} | {row.trigger}"
+        + (f" (NPAI trigger: {row.npai_trigger})" if row.npai_trigger else "")
+        + " |"
+        for row in ROWS
+    ]
     return "\n".join([*lines, legend, *triggers])
 
 
@@ -356,6 +406,10 @@ def run_case(
     if want.outcome == RETRIED:
         result = endpoint.call(hook)
         assert endpoint.ok(result), result
+    elif want.outcome == READ_EMPTY:
+        result = endpoint.call(hook)
+        assert isinstance(result, NpaiList), result
+        assert result.entries == []
     else:
         with pytest.raises(SmsError) as caught:
             endpoint.call(hook)
@@ -432,7 +486,17 @@ def test_fault_on_every_try(
 
 # The faults whose handling goes through the body's parser, in the other wire format.
 PROBE_ROWS = tuple(
-    row for row in ROWS if row.label in ("status -8", "truncated body", "empty body", "wrong content type")
+    row
+    for row in ROWS
+    if row.label
+    in (
+        "status -8",
+        "status 1 without the result's fields",
+        "status -99",
+        "truncated body",
+        "empty body",
+        "wrong content type",
+    )
 )
 
 
@@ -498,15 +562,16 @@ async def test_fault_once_in_the_triggers(
     inject(sandbox, endpoint, row, 1)
     # run() is an async generator (typed as an iterator): closed below, as the triggerer would.
     events = cast("AsyncGenerator[TriggerEvent, None]", build().run())
+    outcome = trigger_outcome(trigger_name, row)
     start = time.monotonic()
     try:
-        if row.trigger == POLLS_ON:
+        if outcome == POLLS_ON:
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(events.__anext__(), timeout=WATCH)
             requests = 0
         else:
             event = (await asyncio.wait_for(events.__anext__(), timeout=30)).payload
-            if row.trigger == POLLS_AGAIN:
+            if outcome == POLLS_AGAIN:
                 assert event["status"] == "success", event
                 requests = 2
                 if row.label == "429 with Retry-After":

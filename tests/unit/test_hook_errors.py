@@ -292,3 +292,108 @@ def test_oversized_answer_is_refused(make_hook, requests_mock, monkeypatch):
 
     with pytest.raises(SmsApiError, match="larger than"):
         hook.get_npai()
+
+
+# ------------------------------------------------------- sends: only a definite refusal means "not sent"
+
+SEND_CALLS = {
+    "/send": lambda hook: hook.send(MESSAGE, ["33612345678"]),
+    "/send/lists": lambda hook: hook.send_lists(MESSAGE, [1]),
+}
+FIGURES = {"cost": 1, "credits": 99, "total": 1, "sent": 1}
+
+
+def send_answer(requests_mock, fmt: str, path: str, data: dict, http: int = 200) -> None:
+    from airflow_provider_sms import codec
+
+    body = codec.encode_response(data, fmt)
+    requests_mock.post(f"{BASE_URL}{path}", status_code=http, content=body)
+
+
+@pytest.mark.parametrize("path", list(SEND_CALLS))
+@pytest.mark.parametrize(
+    ("http", "data", "why"),
+    [
+        (200, {"status": 1, "message": "OK"}, "status 1"),
+        (200, {"status": 1, "message": "OK", "ticket": "42", **FIGURES, "cost": "a lot"}, "status 1"),
+        (
+            400,
+            {"status": 1, "message": "OK", "ticket": "42", **FIGURES},
+            "HTTP 400 with a body saying status 1",
+        ),
+        (200, {"status": -99, "message": "Unknown error"}, "status -99"),
+        (200, {"status": -42, "message": "Something new"}, "status -42"),
+        (200, {"status": -8, "message": "Held for moderation"}, "status -8"),
+        (403, {"status": -8, "message": "Held for moderation"}, "status -8"),
+        (408, {"status": -7, "message": "late"}, "HTTP 408"),
+    ],
+    ids=[
+        "ok-without-figures",
+        "ok-wrong-type",
+        "400-saying-ok",
+        "-99",
+        "undocumented",
+        "-8",
+        "403-with--8",
+        "408",
+    ],
+)
+def test_send_answers_that_are_no_definite_refusal_are_maybe_sent(
+    make_hook, requests_mock, fmt, path, http, data, why
+):
+    """Proves: the never-twice rule is one rule: anything but a definite refusal is 'maybe sent'."""
+    hook = make_hook(fmt)
+    send_answer(requests_mock, fmt, path, data, http)
+
+    with pytest.raises(SmsMaybeSentError, match="must not be sent again automatically") as info:
+        SEND_CALLS[path](hook)
+
+    assert why in str(info.value)
+    assert requests_mock.call_count == 1
+
+
+@pytest.mark.parametrize("path", list(SEND_CALLS))
+@pytest.mark.parametrize(
+    ("http", "data", "error"),
+    [
+        *[(200, {"status": status, "message": "refused"}, SmsApiError) for status in (-2, -3, -4, -6, -7)],
+        (401, {"status": -1, "message": "Invalid token"}, SmsAuthError),
+        (404, {"status": -5, "message": "Unknown list"}, SmsNotFoundError),
+        (400, {"status": -99, "message": "Bad request"}, SmsApiError),
+        (422, {"error": "unprocessable"}, SmsApiError),
+    ],
+    ids=["-2", "-3", "-4", "-6", "-7", "401--1", "404--5", "400--99", "422-no-status"],
+)
+def test_send_definite_refusals_are_the_services_error(
+    make_hook, requests_mock, fmt, path, http, data, error
+):
+    """Proves: a refusal status (-1 to -7), or a 4xx not claiming success, means nothing was sent."""
+    hook = make_hook(fmt)
+    send_answer(requests_mock, fmt, path, data, http)
+
+    with pytest.raises(error) as info:
+        SEND_CALLS[path](hook)
+
+    assert not isinstance(info.value, SmsMaybeSentError)
+    assert info.value.http_status == http
+    assert requests_mock.call_count == 1
+
+
+@pytest.mark.parametrize("path", list(SEND_CALLS))
+def test_send_to_a_wrong_base_url_404_html_is_a_refusal(make_hook, requests_mock, path):
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}{path}", status_code=404, text="<html><h1>Not Found</h1></html>")
+
+    with pytest.raises(SmsApiError, match="HTTP 404") as info:
+        SEND_CALLS[path](hook)
+
+    assert not isinstance(info.value, SmsMaybeSentError)
+
+
+def test_408_on_a_read_is_retried(make_hook, requests_mock, sleeps):
+    hook = make_hook()
+    requests_mock.get(f"{BASE_URL}/npai", [{"status_code": 408}, {"json": NPAI_OK}])
+
+    assert len(hook.get_npai().entries) == 1
+    assert requests_mock.call_count == 2
+    assert len(sleeps) == 1
