@@ -15,6 +15,7 @@ from airflow_provider_sms.exceptions import SmsValidationError
 SendWindowMode = Literal["postpone", "fail", "ignore"]
 SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
 OnGateRefused = Literal["fail", "skip"]
+InvalidNumbers = Literal["fail", "skip"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
 # request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
 DEFAULT_BATCH_SIZE = 10_000
@@ -77,3 +78,10 @@ def check_audience(operator: str, audience: str | None, *, recipients: object, l
         )
     if not given[audience]:
         raise SmsValidationError.for_field(audience, f"{audience}: {operator} needs {audience}; none given")
+
+
+def check_invalid_numbers(value: object) -> InvalidNumbers:
+    """``value`` as what to do with numbers failing local validation, or SmsValidationError."""
+    if value not in ("fail", "skip"):
+        raise SmsValidationError.for_value("invalid_numbers", value, "use 'fail' or 'skip'")
+    return value  # narrowed to InvalidNumbers by the test above

@@ -405,12 +405,56 @@ def _rule_of(exc: ValueError) -> str:
 RecipientInput = str | int | Mapping[str, Any] | Recipient
 
 
+class RejectedRecipients:
+    """Recipients refused by local validation, counted by rule with the first few quoted.
+
+    One message however many are bad: a campaign of 200,000 numbers with 10,000 bad ones is
+    reported in one line, not 10,000.
+
+    :param field: the parameter's name, for the messages.
+    """
+
+    def __init__(self, field: str = "recipients") -> None:
+        self.field = field
+        self.count = 0
+        self.by_rule: dict[str, int] = {}
+        self.examples: list[str] = []
+
+    def add(self, position: int, exc: ValueError) -> None:
+        """Count the recipient at ``position`` (in the whole input), refused with ``exc``."""
+        self.count += 1
+        rule = _rule_of(exc)
+        first_of_rule = rule not in self.by_rule
+        self.by_rule[rule] = self.by_rule.get(rule, 0) + 1
+        # The first few, and the first of every other rule broken (up to twice as many).
+        if len(self.examples) < _EXAMPLES or (first_of_rule and len(self.examples) < 2 * _EXAMPLES):
+            reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
+            self.examples.append(f"{self.field}[{position}]: {reason}")
+
+    def describe(self, total: int) -> str:
+        """``N of total recipients are not valid (by rule: ...); examples``."""
+        more = f" (and {self.count - len(self.examples)} more)" if self.count > len(self.examples) else ""
+        rules = ", ".join(
+            f"{count} {rule}" for rule, count in sorted(self.by_rule.items(), key=lambda kv: -kv[1])
+        )
+        return (
+            f"{self.count} of {total} recipients are not valid (by rule: {rules}); "
+            + "; ".join(self.examples)
+            + more
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the operators return in XCom as ``rejected_locally``."""
+        return {"count": self.count, "by_rule": dict(self.by_rule), "examples": list(self.examples)}
+
+
 def parse_recipients(
     items: Iterable[RecipientInput],
     *,
     allow_gsmsmsid: bool = True,
     field: str = "recipients",
     offset: int = 0,
+    rejected: RejectedRecipients | None = None,
 ) -> list[str | Recipient]:
     """Validate and normalize recipients in one pass, reporting every bad one in a single error.
 
@@ -420,14 +464,14 @@ def parse_recipients(
     :param allow_gsmsmsid: False for list campaigns and simulations, where ``gsmsmsid`` is not valid.
     :param offset: position of the first item in the whole input, so that errors about one batch
         of a large campaign quote positions in the whole input.
+    :param rejected: where to count the bad recipients instead of raising (they are left out); by
+        default any bad recipient raises one :class:`SmsValidationError` naming them all.
     """
     if isinstance(items, (str, bytes, Mapping, Recipient)):
         items = [items]  # type: ignore[list-item]
     prepared: list[str | Recipient] = []
-    bad: list[str] = []
-    bad_count = 0
-    by_rule: dict[str, int] = {}
-    by_rule_quoted: set[str] = set()
+    bad = rejected if rejected is not None else RejectedRecipients(field)
+    bad_before = bad.count
     for index, item in enumerate(items):
         try:
             if isinstance(item, str) and _VALID_NUMBER.fullmatch(item):
@@ -447,22 +491,11 @@ def parse_recipients(
                 )
             prepared.append(recipient if recipient.gsmsmsid is not None else recipient.value)
         except ValueError as exc:  # pydantic's ValidationError included
-            bad_count += 1
-            rule = _rule_of(exc)
-            by_rule[rule] = by_rule.get(rule, 0) + 1
-            # The first few, and the first of every other rule broken (up to twice as many).
-            if len(bad) < _EXAMPLES or (rule not in by_rule_quoted and len(bad) < 2 * _EXAMPLES):
-                by_rule_quoted.add(rule)
-                reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
-                bad.append(f"{field}[{offset + index}]: {reason}")
-    if bad_count:
-        # One message however many are bad: counts by rule, then the first few examples.
-        more = f" (and {bad_count - len(bad)} more)" if bad_count > len(bad) else ""
-        rules = ", ".join(f"{count} {rule}" for rule, count in sorted(by_rule.items(), key=lambda kv: -kv[1]))
-        message = (
-            f"{field}: {bad_count} of {len(prepared) + bad_count} recipients are not valid "
-            f"(by rule: {rules}); " + "; ".join(bad) + more
-        )
+            bad.add(offset + index, exc)
+    if rejected is not None:
+        return prepared
+    if bad.count:
+        message = f"{field}: " + bad.describe(len(prepared) + bad.count - bad_before)
         raise SmsValidationError.for_field(field, message)
     if not prepared:
         message = f"{field}: no recipients given; give at least one telephone number"

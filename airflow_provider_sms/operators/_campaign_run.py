@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._argument_checks import check_on_refused
+from airflow_provider_sms._argument_checks import check_invalid_numbers, check_on_refused
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
@@ -120,8 +120,14 @@ class Campaign:
         lists: object,
         batch_size: int,
         log: Logger,
+        invalid_numbers: object = "fail",
+        recipients_column: str | None = None,
     ) -> Campaign:
-        """Check the recipients or lists (no request made) and log the estimate of SMS parts."""
+        """Check the recipients or lists (no request made) and log the estimate of SMS parts.
+
+        :param invalid_numbers: ``fail`` or ``skip`` the recipients that fail local validation.
+        :param recipients_column: the numbers' column of a CSV file with a header.
+        """
         if (recipients is None) == (lists is None):
             text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
             raise SmsValidationError.for_field("recipients", text)
@@ -130,8 +136,18 @@ class Campaign:
             refs = parse_lists(lists)
             log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
             return cls(hook, message, None, refs, batch_size, BatchPlan(1, len(refs), 0))
-        source = RecipientSource(recipients)
+        source = RecipientSource(
+            recipients,
+            invalid_numbers=check_invalid_numbers(invalid_numbers),
+            column=recipients_column or None,
+        )
         plan = source.plan(batch_size)
+        if plan.rejected is not None and plan.rejected.count:
+            log.warning(
+                "recipients: %s left out before any request (invalid_numbers='skip'); they are reported "
+                "in the result as rejected_locally",
+                plan.rejected.describe(plan.rejected.count + plan.recipients + plan.duplicates),
+            )
         log.info(
             "Estimate: %s; %s recipients (%s duplicates removed) in %s batch(es) of up to %s: "
             "about %s SMS parts before the service's filters",
@@ -172,6 +188,12 @@ class Campaign:
         return fingerprint(
             self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
         )
+
+    def rejected_locally(self) -> dict[str, Any]:
+        """``{"rejected_locally": {count, by_rule, examples}}`` with ``invalid_numbers="skip"``; else {}."""
+        if self.plan.rejected is None:
+            return {}
+        return {"rejected_locally": self.plan.rejected.as_dict()}
 
     def estimate(self) -> dict[str, Any]:
         """The local estimate of SMS parts (returned in XCom next to the service's figures)."""
@@ -233,13 +255,20 @@ def read_gates(
 
 
 def apply_gates(
-    gates: Mapping[str, Any], simulation: Mapping[str, Any], on_cost_exceeded: object, log: Logger
+    gates: Mapping[str, Any],
+    simulation: Mapping[str, Any],
+    on_cost_exceeded: object,
+    log: Logger,
+    rejected_locally: int = 0,
 ) -> dict[str, Any]:
     """Compare the simulated figures with the gates; raise (fail or skip) when one refuses.
 
+    :param rejected_locally: recipients left out before any request (``invalid_numbers="skip"``):
+        ``max_filtered_ratio`` counts them with the service's filtered ones.
     :return: the gate's decision and figures, returned in the operator's XCom.
     """
-    ratio = simulation["filtered"] / simulation["total"] if simulation["total"] else 0.0
+    given = simulation["total"] + rejected_locally
+    ratio = (simulation["filtered"] + rejected_locally) / given if given else 0.0
     refusals = []
     if gates["max_cost"] is not None and simulation["cost"] > gates["max_cost"]:
         refusals.append(f"cost {simulation['cost']} credits is over max_cost {gates['max_cost']}")
@@ -363,7 +392,7 @@ def send_campaign(
     simulation = gate = None
     if any(value is not None for value in gates.values()):
         simulation = simulate_all(campaign, log, sent)
-        gate = apply_gates(gates, simulation, on_cost_exceeded, log)
+        gate = apply_gates(gates, simulation, on_cost_exceeded, log, campaign.plan.rejected_count)
     results = send_batches(campaign, guard, sent, log)
     figures = combine(results, duplicates=campaign.plan.duplicates)
     tickets = [result.ticket for result in results]
@@ -384,6 +413,7 @@ def send_campaign(
         "estimate": campaign.estimate(),
         "simulation": simulation,
         "gate": gate,
+        **campaign.rejected_locally(),
     }
 
 
@@ -396,4 +426,5 @@ def simulate_campaign(campaign: Campaign, log: Logger) -> dict[str, Any]:
         "delay": campaign.message.delay,
         "batches": campaign.plan.batches,
         "estimate": campaign.estimate(),
+        **campaign.rejected_locally(),
     }

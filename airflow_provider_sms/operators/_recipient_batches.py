@@ -18,11 +18,24 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any, TypeGuard
 
+from airflow_provider_sms._argument_checks import InvalidNumbers
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient, parse_recipients
+from airflow_provider_sms.models import (
+    FILTER_FIELDS,
+    CampaignResult,
+    Recipient,
+    RejectedRecipients,
+    parse_recipients,
+)
 
 # Bad batches quoted in a validation error (each quotes its first bad numbers).
 _QUOTED_BATCHES = 3
+# What a recipients file must look like, said in errors about one that does not.
+FILE_FORMAT = (
+    "A recipients file has one telephone number per line (international format, e.g. 33612345678), "
+    "optionally followed by ',gsmsmsid'; a first line 'value' or 'value,gsmsmsid' is skipped. For a CSV "
+    "file with a header and other columns, give the numbers' column: recipients_column='phone'"
+)
 _FIGURES = ("cost", "total", "sent", *FILTER_FIELDS)
 
 
@@ -49,11 +62,18 @@ class BatchPlan:
     :param batches: batches the campaign is split into.
     :param recipients: valid recipients after removing duplicates.
     :param duplicates: numbers given more than once (sent once, counted in ``duplicated``).
+    :param rejected: with ``invalid_numbers="skip"``, the recipients left out by local validation.
     """
 
     batches: int
     recipients: int
     duplicates: int
+    rejected: RejectedRecipients | None = None
+
+    @property
+    def rejected_count(self) -> int:
+        """Recipients left out by local validation (0 unless ``invalid_numbers="skip"``)."""
+        return self.rejected.count if self.rejected is not None else 0
 
 
 class RecipientSource:
@@ -66,12 +86,24 @@ class RecipientSource:
         the first pass so that it can be read again.
     :param allow_gsmsmsid: False where ``gsmsmsid`` is not valid.
     :param field: the parameter's name, for error messages.
+    :param invalid_numbers: ``fail`` (any recipient failing local validation refuses the campaign) or
+        ``skip`` (those recipients are left out, counted in :attr:`BatchPlan.rejected`).
+    :param column: for a CSV file with a header: the header of the column holding the numbers (an
+        optional ``gsmsmsid`` column is read too).
     """
 
-    def __init__(self, recipients: object, *, allow_gsmsmsid: bool = True, field: str = "recipients") -> None:
+    def __init__(
+        self,
+        recipients: object,
+        *,
+        allow_gsmsmsid: bool = True,
+        field: str = "recipients",
+        invalid_numbers: InvalidNumbers = "fail",
+        column: str | None = None,
+    ) -> None:
         if recipients is None:
-            raise SmsValidationError(
-                f"{field}: no recipients given; give at least one telephone number", [(field, "required")]
+            raise SmsValidationError.for_field(
+                field, f"{field}: no recipients given; give at least one telephone number"
             )
         self._source = recipients
         # Where an open file was when given: every pass reads from there.
@@ -79,6 +111,8 @@ class RecipientSource:
         self._spool: IO[str] | None = None
         self.allow_gsmsmsid = allow_gsmsmsid
         self.field = field
+        self.skip_invalid = invalid_numbers == "skip"
+        self.column = column
 
     def items(self) -> Iterator[Any]:
         """A fresh iterator over the raw recipients, as given."""
@@ -87,17 +121,32 @@ class RecipientSource:
             return iter([source])
         if isinstance(source, Sequence):
             return iter(source)
-        if isinstance(source, os.PathLike) or (hasattr(source, "open") and hasattr(source, "read_text")):
-            return _rows_of_path(source)
-        if _is_file(source):
-            source.seek(self._start)
-            return _rows(source)
+        if self.is_file():
+            return self._file_rows()
         if isinstance(source, Iterable):
             return self._spooled(source)
-        raise SmsValidationError(
+        raise SmsValidationError.for_field(
+            self.field,
             f"{self.field}: expected numbers, a list, a file or a path, got {type(source).__name__}",
-            [(self.field, "type")],
         )
+
+    def is_file(self) -> bool:
+        """Whether the recipients are read from a file or a path (CSV)."""
+        source = self._source
+        return (
+            isinstance(source, os.PathLike)
+            or (hasattr(source, "open") and hasattr(source, "read_text"))
+            or _is_file(source)
+        )
+
+    def _file_rows(self) -> Iterator[Any]:
+        source: Any = self._source
+        if _is_file(source):
+            source.seek(self._start)
+            yield from _rows(source, self.field, self.column)
+            return
+        with source.open("r", encoding="utf-8", newline="") as handle:
+            yield from _rows(handle, self.field, self.column)
 
     def _spooled(self, source: Iterable[Any]) -> Iterator[Any]:
         # A one-shot iterator (a generator) is written to disk as it is read, then read back.
@@ -118,7 +167,8 @@ class RecipientSource:
         Raises :class:`SmsValidationError` at the first batch with a bad number; :meth:`plan` checks
         every batch first, so a send never starts on an input that has one.
         """
-        for index, (batch, _) in enumerate(self._walk(size, errors=None)):
+        rejected = RejectedRecipients(self.field) if self.skip_invalid else None
+        for index, (batch, _) in enumerate(self._walk(size, errors=None, rejected=rejected)):
             yield Batch(index, batch)
 
     def plan(self, size: int) -> BatchPlan:
@@ -129,7 +179,8 @@ class RecipientSource:
         """
         batches = recipients = duplicates = 0
         errors: list[str] = []
-        for batch, dropped in self._walk(size, errors=errors):
+        rejected = RejectedRecipients(self.field) if self.skip_invalid else None
+        for batch, dropped in self._walk(size, errors=errors, rejected=rejected):
             batches += 1
             recipients += len(batch)
             duplicates = dropped
@@ -138,14 +189,27 @@ class RecipientSource:
             message = " | ".join(errors[:_QUOTED_BATCHES]) + (
                 f" | and bad numbers in {more} more chunk(s)" if more > 0 else ""
             )
+            if self.is_file() and self.column is None:
+                message += f". {FILE_FORMAT}"
             raise SmsValidationError.for_field(self.field, message)
         if not recipients:
             message = f"{self.field}: no recipients given; give at least one telephone number"
+            if rejected is not None and rejected.count:
+                message = (
+                    f"{self.field}: no valid recipient is left once the invalid ones are skipped "
+                    f"(invalid_numbers='skip'): {rejected.describe(rejected.count)}"
+                )
             raise SmsValidationError.for_field(self.field, message)
-        return BatchPlan(batches=batches, recipients=recipients, duplicates=duplicates)
+        return BatchPlan(batches=batches, recipients=recipients, duplicates=duplicates, rejected=rejected)
 
-    def _walk(self, size: int, *, errors: list[str] | None) -> Iterator[tuple[list[str | Recipient], int]]:
-        """Yield ``(batch, duplicates so far)``; bad numbers raise, or are collected into ``errors``."""
+    def _walk(
+        self, size: int, *, errors: list[str] | None, rejected: RejectedRecipients | None = None
+    ) -> Iterator[tuple[list[str | Recipient], int]]:
+        """Yield ``(batch, duplicates so far)``.
+
+        Bad numbers are counted in ``rejected`` and left out when it is given; otherwise they raise,
+        or their chunk's error is collected into ``errors``.
+        """
         seen: set[str] = set()
         duplicates = 0
         pending: list[str | Recipient] = []
@@ -154,7 +218,11 @@ class RecipientSource:
         while chunk := list(islice(items, size)):
             try:
                 valid = parse_recipients(
-                    chunk, allow_gsmsmsid=self.allow_gsmsmsid, field=self.field, offset=offset
+                    chunk,
+                    allow_gsmsmsid=self.allow_gsmsmsid,
+                    field=self.field,
+                    offset=offset,
+                    rejected=rejected,
                 )
             except SmsValidationError as exc:
                 if errors is None:
@@ -180,31 +248,57 @@ def _is_file(value: object) -> TypeGuard[IO[Any]]:
     return hasattr(value, "read") and hasattr(value, "seek") and hasattr(value, "tell")
 
 
-def _rows_of_path(path: Any) -> Iterator[Any]:
-    with path.open("r", encoding="utf-8", newline="") as handle:
-        yield from _rows(handle)
-
-
-def _rows(handle: IO[Any]) -> Iterator[Any]:
-    """Numbers from a text (or binary UTF-8) file: ``number`` or ``number,gsmsmsid`` per line."""
+def _rows(handle: IO[Any], field: str, column: str | None) -> Iterator[Any]:
+    """Numbers from a text (or binary UTF-8) CSV file (see :data:`FILE_FORMAT`)."""
     if not isinstance(handle.read(0), bytes):
-        yield from _csv_rows(handle)
+        yield from _csv_rows(handle, field, column)
         return
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
     try:
-        yield from _csv_rows(text)
+        yield from _csv_rows(text, field, column)
     finally:
         text.detach()  # leave the caller's file open for the next pass
 
 
-def _csv_rows(text: IO[str]) -> Iterator[Any]:
-    for line_number, row in enumerate(csv.reader(text)):
-        cells = [cell.strip() for cell in row]
-        if not cells or not cells[0]:
-            continue
+def _csv_rows(text: IO[str], field: str, column: str | None) -> Iterator[Any]:
+    rows = ([cell.strip() for cell in row] for row in csv.reader(text))
+    rows = (cells for cells in rows if cells and any(cells))
+    if column is not None:
+        yield from _column_rows(rows, field, column)
+        return
+    for line_number, cells in enumerate(rows):
         if line_number == 0 and cells[0].lower() == "value":
             continue
+        if line_number == 0 and _looks_like_a_header(cells[0]):
+            raise SmsValidationError.for_field(
+                field,
+                f"{field}: the file starts with a header ({', '.join(repr(c) for c in cells[:6])}), not with "
+                f"a telephone number. {FILE_FORMAT}",
+            )
         yield {"value": cells[0], "gsmsmsid": cells[1] or None} if len(cells) > 1 else cells[0]
+
+
+def _column_rows(rows: Iterator[list[str]], field: str, column: str) -> Iterator[Any]:
+    """The ``column`` of a CSV file with a header (and its ``gsmsmsid`` column, when there is one)."""
+    header = next(rows, None)
+    names = [name.lower() for name in header or []]
+    if column.strip().lower() not in names:
+        raise SmsValidationError.for_field(
+            "recipients_column",
+            f"recipients_column={column!r}: the file's header has no such column "
+            f"(it has {', '.join(repr(name) for name in (header or [])[:20]) or 'nothing'})",
+        )
+    at = names.index(column.strip().lower())
+    id_at = names.index("gsmsmsid") if "gsmsmsid" in names else None
+    for cells in rows:
+        number = cells[at] if at < len(cells) else ""
+        gsmsmsid = cells[id_at] if id_at is not None and id_at < len(cells) else ""
+        yield {"value": number, "gsmsmsid": gsmsmsid} if gsmsmsid else number
+
+
+def _looks_like_a_header(cell: str) -> bool:
+    # A telephone number may hold digits, spaces, dots, dashes, parentheses and one leading "+".
+    return any(character.isalpha() for character in cell)
 
 
 def combine(results: Sequence[CampaignResult], *, duplicates: int = 0) -> dict[str, Any]:

@@ -20,10 +20,12 @@ from airflow.providers.common.compat.sdk import BaseOperator
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._argument_checks import (
     DEFAULT_BATCH_SIZE,
+    InvalidNumbers,
     OnGateRefused,
     SendWindowMode,
     check_audience,
     check_batch_size,
+    check_invalid_numbers,
     check_mode,
     check_on_refused,
     is_template,
@@ -55,10 +57,26 @@ class SmsBaseOperator(BaseOperator):
         ``postpone`` (default: the delay becomes the next allowed time, both logged), ``fail`` (the
         task fails before any request, naming the next allowed time) or ``ignore`` (for accounts with
         another agreement). Alerts are never moved. Templated.
-    :param sms_conn_id: the Airflow connection of type ``sms``.
+    :param invalid_numbers: what to do with recipients that fail local validation (a national number,
+        letters, a ``gsmsmsid`` where it is not valid): ``fail`` (default: the task fails before any
+        request, naming them) or ``skip`` (they are left out before any request, logged in one line
+        and returned as ``rejected_locally``: count, count by rule, first examples). The service's own
+        ``invalid`` count stays the service's. Ignored for ``lists``. Templated.
+    :param recipients_column: for a CSV file with a header given as ``recipients``: the header of the
+        column holding the numbers (a ``gsmsmsid`` column is read too). Templated.
+    :param sms_conn_id: the Airflow connection of type ``sms``. Templated.
     """
 
-    template_fields: Sequence[str] = ("sms_conn_id", "message", "recipients", "lists", "delay", "send_window")
+    template_fields: Sequence[str] = (
+        "sms_conn_id",
+        "message",
+        "recipients",
+        "lists",
+        "delay",
+        "send_window",
+        "invalid_numbers",
+        "recipients_column",
+    )
     ui_color = "#d6eaf8"
     # Whether the task sends (the message must then meet the send-only rules before any request).
     sends = False
@@ -74,21 +92,27 @@ class SmsBaseOperator(BaseOperator):
         delay: Any = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         send_window: SendWindowMode | str = "postpone",
+        invalid_numbers: InvalidNumbers | str = "fail",
+        recipients_column: str | None = None,
         sms_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_audience(type(self).__name__, self.audience, recipients=recipients, lists=lists)
         check_batch_size(batch_size)
+        # A template is checked once rendered, in execute(); anything else fails at DAG parse time.
         if not is_template(send_window):
-            # A template is checked once rendered, in execute(); anything else fails at DAG parse time.
             check_mode(send_window)
+        if not is_template(invalid_numbers):
+            check_invalid_numbers(invalid_numbers)
         self.message = message
         self.recipients = recipients
         self.lists = lists
         self.delay = delay
         self.batch_size = batch_size
         self.send_window = send_window
+        self.invalid_numbers = invalid_numbers
+        self.recipients_column = recipients_column
         self.sms_conn_id = sms_conn_id
 
     @cached_property
@@ -115,6 +139,8 @@ class SmsBaseOperator(BaseOperator):
             lists=self.lists,
             batch_size=self.batch_size,
             log=self.log,
+            invalid_numbers=self.invalid_numbers,
+            recipients_column=self.recipients_column,
         )
 
 
