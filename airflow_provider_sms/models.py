@@ -12,7 +12,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 import pendulum
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
@@ -187,7 +196,7 @@ class ListRef(SmsModel):
 
 
 class CampaignResult(SmsModel):
-    """Result of a send or a simulation (section 2.3 of the interface)."""
+    """Result of a send or a simulation: cost, credits left and counts; ``ticket`` on sends only."""
 
     status: int
     message: str
@@ -203,6 +212,14 @@ class CampaignResult(SmsModel):
     not_allowed: int = 0
     flood: int = 0
     country_limit: int = 0
+
+    @model_serializer(mode="wrap")
+    def _no_ticket_on_simulations(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A simulation's answer has no ticket at all (not a null one): the wire shape, both ways.
+        data: dict[str, Any] = handler(self)
+        if self.ticket is None:
+            data.pop("ticket", None)
+        return data
 
     @field_validator("ticket", mode="before")
     @classmethod
@@ -245,7 +262,7 @@ FILTER_FIELDS: tuple[str, ...] = (
 
 
 class Webhook(SmsModel):
-    """A webhook record (section 2.4); ``type`` ``DLR`` is a delivery report."""
+    """A webhook record; ``type`` ``DLR`` is a delivery report."""
 
     webhook_id: str
     type: str
@@ -269,7 +286,7 @@ class WebhookResponse(SmsModel):
 
 
 class NpaiEntry(SmsModel):
-    """A number that no longer reaches anyone (section 2.5).
+    """A number that no longer reaches anyone (an NPAI entry).
 
     ``date`` is ``Y-m-d H:i:s``; its time zone is not documented and is read as Europe/Paris.
     """
@@ -277,10 +294,10 @@ class NpaiEntry(SmsModel):
     id: str
     destination: str
     date: str
-    info1: str | None = None
-    info2: str | None = None
-    info3: str | None = None
-    info4: str | None = None
+    info1: str = ""
+    info2: str = ""
+    info3: str = ""
+    info4: str = ""
     user_information: list[Any] = Field(default_factory=list)
     campaign_id: int | None = None
     batch_id: Any = None
@@ -289,6 +306,12 @@ class NpaiEntry(SmsModel):
     @classmethod
     def _id_text(cls, value: object) -> object:
         return str(value) if isinstance(value, int) else value
+
+    @field_validator("info1", "info2", "info3", "info4", mode="before")
+    @classmethod
+    def _empty_is_text(cls, value: object) -> object:
+        # Free text fields: an empty XML element (no text) is the "" that JSON carries.
+        return "" if value is None else value
 
     @field_validator("user_information", mode="before")
     @classmethod

@@ -22,7 +22,13 @@ import pendulum
 from airflow_provider_sms._argument_checks import check_mode
 from airflow_provider_sms.delay import API_FORMAT, PARIS, format_delay
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.sms_parts import PER_PART, SINGLE, count_parts
+from airflow_provider_sms.sms_parts import (
+    PER_PART,
+    SINGLE,
+    STOP_MENTION_LENGTH,
+    count_parts,
+    has_stop_mention,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_sms.models import Message
@@ -33,9 +39,6 @@ RULE = (
     "marketing SMS may only be sent 08:00-20:00 Europe/Paris time, Monday to Saturday, "
     "never on Sundays or French public holidays"
 )
-# The service appends a STOP (unsubscribe) mention of this many characters to a marketing SMS
-# sent with a custom sender.
-UNSUBSCRIBE_MENTION_LENGTH = 16
 # Sundays and public holidays never make more than a few closed days in a row; a bound keeps the
 # search finite whatever the holiday data says.
 _MAX_CLOSED_DAYS = 14
@@ -157,25 +160,24 @@ def apply_send_window(
 def unsubscribe_length_warning(message: Message) -> str | None:
     """The warning to log when the STOP mention adds an SMS part to a marketing message, else None.
 
-    With a custom sender the service appends a mention of :data:`UNSUBSCRIBE_MENTION_LENGTH`
+    With a custom sender the service appends a mention of :data:`STOP_MENTION_LENGTH`
     characters to a marketing SMS; when the text then needs more parts than it does alone, each
     recipient costs more than the author's count suggests.
 
     :param message: the validated message, ``sender`` filled from the connection's default if any.
     """
-    if message.pushtype != "marketing" or not message.sender:
+    if not has_stop_mention(message.pushtype, message.sender):
         return None
     alone = count_parts(message.text)
-    # Spaces are in both GSM-7 and UCS-2 and count one each: the mention's length in either encoding.
-    with_mention = count_parts(message.text + " " * UNSUBSCRIBE_MENTION_LENGTH)
+    with_mention = count_parts(message.text, stop_mention=True)
     if with_mention.parts == alone.parts:
         return None
     capacity = SINGLE[alone.encoding] if alone.parts == 1 else PER_PART[alone.encoding] * alone.parts
     return (
         f"Marketing SMS with custom sender {message.sender!r}: the service appends a "
-        f"{UNSUBSCRIBE_MENTION_LENGTH}-character unsubscribe (STOP) mention, so each recipient gets "
+        f"{STOP_MENTION_LENGTH}-character unsubscribe (STOP) mention, so each recipient gets "
         f"{with_mention.parts} SMS parts, not {alone.parts} ({alone.encoding}, {alone.length} + "
-        f"{UNSUBSCRIBE_MENTION_LENGTH} characters); shorten the text by {with_mention.length - capacity} "
+        f"{STOP_MENTION_LENGTH} characters); shorten the text by {with_mention.length - capacity} "
         f"characters to keep {alone.parts}"
     )
 

@@ -27,6 +27,9 @@ PER_PART = {"GSM-7": 153, "UCS-2": 67}
 SHORT_MARKER = "<-short->"
 # Length counted for each short-URL marker; an estimate (e.g. "https://sms.to/Ab3xY9").
 SHORT_URL_LENGTH = 22
+# The service appends an unsubscribe (STOP) mention of this many characters to a marketing SMS sent
+# with a custom sender: it counts in the parts each recipient is billed for.
+STOP_MENTION_LENGTH = 16
 
 Encoding = Literal["GSM-7", "UCS-2"]
 
@@ -65,11 +68,20 @@ class SmsParts:
         return {"encoding": self.encoding, "length": self.length, "parts": self.parts}
 
 
-def count_parts(text: str, *, short_url_length: int = SHORT_URL_LENGTH) -> SmsParts:
+def has_stop_mention(pushtype: str | None, sender: str | None) -> bool:
+    """Whether the service appends the STOP mention: a ``marketing`` SMS with a custom sender."""
+    return pushtype == "marketing" and bool(sender)
+
+
+def count_parts(
+    text: str, *, short_url_length: int = SHORT_URL_LENGTH, stop_mention: bool = False
+) -> SmsParts:
     """Count the SMS parts of ``text``, each ``<-short->`` marker counted as a short URL.
 
     :param text: the message text, as given to the service.
     :param short_url_length: characters counted for each short-URL marker.
+    :param stop_mention: count the :data:`STOP_MENTION_LENGTH` characters the service appends
+        (see :func:`has_stop_mention`); spaces and letters, one place each in GSM-7 and Unicode.
     """
     markers = text.count(SHORT_MARKER)
     body = text.replace(SHORT_MARKER, "")
@@ -82,6 +94,6 @@ def count_parts(text: str, *, short_url_length: int = SHORT_URL_LENGTH) -> SmsPa
         encoding = "GSM-7"
         length = len(body) + sum(1 for char in body if char in GSM7_EXTENSION)
         unicode_chars = ()
-    length += markers * short_url_length
+    length += markers * short_url_length + (STOP_MENTION_LENGTH if stop_mention else 0)
     parts = 1 if length <= SINGLE[encoding] else math.ceil(length / PER_PART[encoding])
     return SmsParts(encoding=encoding, length=length, parts=parts, unicode_chars=unicode_chars)

@@ -29,7 +29,7 @@ from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipi
 from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
 from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
 from airflow_provider_sms.send_window import Logger, apply_marketing_rules
-from airflow_provider_sms.sms_parts import count_parts
+from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
 
 if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
@@ -99,6 +99,11 @@ def message_to_send(
     return apply_marketing_rules(hook.prepare_message(data), send_window, logger=log)
 
 
+def parts_of(message: Message) -> SmsParts:
+    """The SMS parts each recipient is billed for: the text, short URLs and any STOP mention."""
+    return count_parts(message.text, stop_mention=has_stop_mention(message.pushtype, message.sender))
+
+
 @dataclass
 class Campaign:
     """The campaign an operator runs: one message, to numbers in batches or to stored lists."""
@@ -131,7 +136,7 @@ class Campaign:
         if (recipients is None) == (lists is None):
             text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
             raise SmsValidationError.for_field("recipients", text)
-        parts = count_parts(message.text)
+        parts = parts_of(message)
         if lists is not None:
             refs = parse_lists(lists)
             log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
@@ -197,7 +202,7 @@ class Campaign:
 
     def estimate(self) -> dict[str, Any]:
         """The local estimate of SMS parts (returned in XCom next to the service's figures)."""
-        parts = count_parts(self.message.text)
+        parts = parts_of(self.message)
         estimate = parts.as_dict()
         if self.lists is None:
             estimate["parts_total"] = self.plan.recipients * parts.parts

@@ -31,7 +31,7 @@ from airflow_provider_sms.models import (
     format_errors,
 )
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
-from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts
+from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts, has_stop_mention
 
 # Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
 SHORT_URL_BASE = "https://sms.sb/"
@@ -303,7 +303,7 @@ class SandboxState:
         with self._lock:
             counts, sent = self._filter(recipients, month)
             text = self._shorten(message)
-            parts = count_parts(text).parts
+            parts = count_parts(text, stop_mention=has_stop_mention(message.pushtype, message.sender)).parts
             cost = parts * len(sent)
             if sends and cost > self.credits:
                 raise SmsApiError(-3, f"not enough credits: the campaign costs {cost}, {self.credits} left")

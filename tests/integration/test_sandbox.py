@@ -493,3 +493,65 @@ def test_requests_per_second_smoke(hook, sms_sandbox):
     rate = calls / (time.perf_counter() - started)
     print(f"\nsandbox served {calls} GET /webhook/1 ({hook.format}) at {rate:.0f} requests/s")
     assert rate > 0
+
+
+# ------------------------------------------------------------------------ fidelity to the service
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml"])
+@pytest.mark.parametrize("path", ["/send/simulate", "/send/lists/simulate"])
+def test_a_simulation_answer_has_no_ticket_at_all(sms_sandbox, fmt, path):
+    body = {"sms": {"message": {"text": "Hi"}}}
+    body["sms"].update(
+        {"lists": [{"value": 1}]} if "lists" in path else {"recipients": {"gsm": [{"value": "33612000001"}]}}
+    )
+    mime = f"application/{fmt}"
+    response = requests.post(
+        f"{sms_sandbox.url}{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {TEST_TOKEN}", "Accept": mime},
+        timeout=10,
+    )
+
+    assert response.status_code == 200, response.text
+    assert "<status>1</status>" in response.text if fmt == "xml" else response.json()["status"] == 1
+    assert "ticket" not in response.text
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml"])
+def test_npai_info_fields_are_text_in_both_formats(sms_sandbox, fmt):
+    response = requests.get(
+        f"{sms_sandbox.url}/npai",
+        headers={"Authorization": f"Bearer {TEST_TOKEN}", "Accept": f"application/{fmt}"},
+        timeout=10,
+    )
+
+    if fmt == "json":
+        assert {response.json()["list"][0][f"info{n}"] for n in range(1, 5)} == {""}
+    else:
+        assert "<info1></info1>" in response.text or "<info1/>" in response.text
+    from airflow_provider_sms import codec
+
+    entry = codec.decode_npai(response.content, fmt).entries[0]
+    assert [entry.info1, entry.info2, entry.info3, entry.info4] == ["", "", "", ""]
+
+
+MARKETING_150 = (
+    "Soldes d'hiver: -20% sur tout le magasin jusqu'a dimanche. " * 2 + "x" * 32
+)  # 150 GSM-7 chars
+
+
+@pytest.mark.parametrize(
+    ("pushtype", "sender", "credits"),
+    [("marketing", "MyShop", 2), ("marketing", None, 1), ("alert", "MyShop", 1)],
+)
+def test_the_stop_mention_of_a_marketing_sms_with_a_sender_counts_in_its_cost(
+    hook, pushtype, sender, credits
+):
+    assert len(MARKETING_150) == 150
+    # A Tuesday at 10:00 Paris: inside the marketing send window.
+    message = {"text": MARKETING_150, "pushtype": pushtype, "delay": "2030-06-04 10:00:00"}
+    if sender:
+        message["sender"] = sender
+
+    assert hook.simulate(message, ["33612000001"]).cost == credits

@@ -86,7 +86,7 @@ def test_operator_with_ignore_fails_on_the_sandbox_answer_without_retry(connecti
     )
 
     with pytest.raises(
-        AirflowFailException, match=r"status -7: .*outside the marketing send window.*not retried"
+        AirflowFailException, match=r"status -7, HTTP 400: .*outside the marketing send window.*not retried"
     ):
         operator.execute(context())
     assert connection.inspect.campaigns() == []

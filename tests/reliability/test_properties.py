@@ -293,15 +293,15 @@ def test_what_validation_accepts_the_wire_carries(sender: str, list_id: int, fmt
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_blank_optional_strings_read_back_as_none_in_xml_only_where_documented(fmt: str) -> None:
-    """Documents the one lossy corner the strategies avoid: XML writes "" and None the same way, so an
-    empty optional string reads back as None (JSON keeps it). Required strings are never empty."""
-    entry = NpaiEntry(id="1", destination="33612345678", date="2030-01-01 10:00:00", info1="")
+def test_blank_info_fields_read_back_as_empty_text_in_both_formats(fmt: str) -> None:
+    """XML writes "" as an empty element, which carries no text: the NPAI info fields are text, so an
+    empty element reads back as "" there too, as in JSON (and a null as "")."""
+    entry = NpaiEntry(id="1", destination="33612345678", date="2030-01-01 10:00:00", info1="", info2=None)  # type: ignore[arg-type]
     decoded = codec.decode_npai(
         codec.encode_response(NpaiList(status=1, message="OK", list=[entry]), fmt), fmt
     )
 
-    assert decoded.entries[0].info1 == ("" if fmt == "json" else None)
+    assert [decoded.entries[0].info1, decoded.entries[0].info2] == ["", ""]
 
 
 # --------------------------------------------------------------------- sandbox figures invariant

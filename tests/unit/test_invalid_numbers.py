@@ -16,6 +16,7 @@ from .test_operators import NUMBERS, Service, calls, context, numbers_of
 def _connection(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str]) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
 
+
 BAD = ["0612345678", "call me", "+33 6 12 34"]  # national, letters, too short
 
 

@@ -39,3 +39,30 @@ def test_description_names_the_characters_that_force_unicode():
     assert "UCS-2" in text
     assert "U+2019" in text
     assert "U+1F600" in text
+
+
+@pytest.mark.parametrize(
+    ("pushtype", "sender", "parts"),
+    [("marketing", "MyShop", 2), ("marketing", None, 1), ("alert", "MyShop", 1)],
+)
+def test_the_estimate_counts_the_stop_mention_of_a_marketing_sms_with_a_sender(
+    requests_mock, monkeypatch, pushtype, sender, parts
+):
+    """A 150-character marketing text with a custom sender: 150 + 16 > 160, so two parts per recipient."""
+    from airflow_provider_sms.operators.sms import SmsSimulateOperator
+
+    from .conftest import BASE_URL, connection_json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
+    requests_mock.post(
+        f"{BASE_URL}/send/simulate",
+        json={"status": 1, "message": "OK", "cost": parts, "credits": 99, "total": 1, "sent": 1},
+    )
+    message = {"text": "a" * 150, "pushtype": pushtype, "delay": "2030-06-04 10:00:00"}
+    if sender:
+        message["sender"] = sender
+
+    result = SmsSimulateOperator(task_id="sim", message=message, recipients=["33612000001"]).execute({})
+
+    assert result["estimate"]["parts"] == parts
+    assert result["estimate"]["length"] == 150 + (16 if parts == 2 else 0)
