@@ -8,6 +8,8 @@ other modules here.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Mapping
 from typing import Literal, cast
 
 from airflow_provider_sms.exceptions import SmsValidationError
@@ -23,7 +25,41 @@ DEFAULT_BATCH_SIZE = 10_000
 
 def is_template(value: object) -> bool:
     """Whether ``value`` is a Jinja template, checked once rendered (in ``execute()``) rather than now."""
-    return isinstance(value, str) and "{{" in value
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def check_literal_message(message: object, delay: object) -> None:
+    """The checks of ``message`` and ``delay`` that need no rendering, made when the DAG file is parsed.
+
+    A mistake in a literal (one marker per link, the delay's form) then shows as an import error of
+    the DAG file instead of a failed run; templates, and values from XCom, are checked once rendered.
+    The "not in the past" rule of ``delay`` waits for the run: it depends on when the task runs.
+
+    :param message: the operator's ``message`` (a text, a dict or a ``Message``).
+    :param delay: the operator's ``delay``.
+    """
+    text: object = message
+    links: object = []
+    message_delay: object = None
+    if isinstance(message, Mapping):
+        text, links, message_delay = message.get("text"), message.get("links") or [], message.get("delay")
+    if (
+        isinstance(text, str)
+        and not is_template(text)
+        and isinstance(links, (list, tuple))
+        and all(isinstance(link, str) and not is_template(link) for link in links)
+    ):
+        from airflow_provider_sms.sms_parts import marker_mismatch
+
+        problem = marker_mismatch(text, len(links))
+        if problem:
+            field = "message.links" if links else "message.text"
+            raise SmsValidationError.for_field(field, f"{field}: {problem}")
+    for field, value in (("delay", delay), ("message.delay", message_delay)):
+        if value not in (None, "") and (isinstance(value, (str, dt.datetime))) and not is_template(value):
+            from airflow_provider_sms.delay import parse_instant
+
+            parse_instant(value, field=field)
 
 
 def check_mode(value: object) -> SendWindowMode:

@@ -22,6 +22,12 @@ API_FORMAT = "%Y-%m-%d %H:%M:%S"
 _API_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
 log = logging.getLogger(__name__)
+# Read as "when in Paris?": the service sends at Paris wall-clock times, so that is the zone to name.
+NAIVE_HINT = (
+    "naive datetime (no time zone), so the time it means is unknown; give an aware datetime in "
+    "Europe/Paris, e.g. pendulum.datetime(2026, 12, 1, 10, 0, tz='Europe/Paris'), or the string "
+    "'2026-12-01 10:00:00' (Y-m-d H:i:s), which is read as Paris time"
+)
 
 
 def paris_wall_time(naive: dt.datetime, *, field: str = "delay") -> pendulum.DateTime:
@@ -58,9 +64,7 @@ def parse_instant(value: object, *, field: str = "delay") -> pendulum.DateTime:
     """
     if isinstance(value, dt.datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise SmsValidationError.for_value(
-                field, value, "naive datetime; give a timezone-aware datetime (e.g. with tz=UTC)"
-            )
+            raise SmsValidationError.for_value(field, value, NAIVE_HINT)
         moment = pendulum.instance(value.astimezone(dt.timezone.utc)).in_timezone(PARIS)
     elif isinstance(value, str):
         text = value.strip()
@@ -92,13 +96,14 @@ def parse_instant(value: object, *, field: str = "delay") -> pendulum.DateTime:
     return moment
 
 
-def parse_delay(value: object, *, now: dt.datetime | None = None) -> pendulum.DateTime:
+def parse_delay(value: object, *, now: dt.datetime | None = None, field: str = "delay") -> pendulum.DateTime:
     """Return ``value`` as an aware pendulum DateTime in Europe/Paris, or raise SmsValidationError.
 
     :param value: a datetime, a pendulum DateTime, an ISO-8601 string with offset, or ``Y-m-d H:i:s``.
     :param now: the reference for the "not in the past" rule (defaults to the current time).
+    :param field: the argument's name, as the user gave it, for error messages.
     """
-    moment = parse_instant(value)
+    moment = parse_instant(value, field=field)
     if not (isinstance(value, str) and _API_PATTERN.fullmatch(value.strip())):
         # An exact instant whose Paris wall-clock string (what the API takes) is ambiguous;
         # a 'Y-m-d H:i:s' given as such was already resolved and reported by paris_wall_time.
@@ -106,7 +111,7 @@ def parse_delay(value: object, *, now: dt.datetime | None = None) -> pendulum.Da
     reference = now or pendulum.now("UTC")
     if moment < reference:
         raise SmsValidationError.for_value(
-            "delay",
+            field,
             value,
             f"in the past ({moment.strftime(API_FORMAT)} Europe/Paris is before now, "
             f"{pendulum.instance(reference).in_timezone(PARIS).strftime(API_FORMAT)})",
@@ -130,8 +135,11 @@ def _warn_if_ambiguous(moment: pendulum.DateTime) -> None:
         )
 
 
-def to_api_delay(value: object, *, now: dt.datetime | None = None) -> str | None:
-    """Convert any accepted ``delay`` value to the API's string; ``None`` and ``""`` mean no delay."""
+def to_api_delay(value: object, *, now: dt.datetime | None = None, field: str = "delay") -> str | None:
+    """Convert any accepted ``delay`` value to the API's string; ``None`` and ``""`` mean no delay.
+
+    :param field: the argument's name, as the user gave it, for error messages.
+    """
     if value is None or value == "":
         return None
-    return format_delay(parse_delay(value, now=now))
+    return format_delay(parse_delay(value, now=now, field=field))

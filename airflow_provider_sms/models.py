@@ -25,7 +25,7 @@ from pydantic import (
 
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.sms_parts import SHORT_MARKER
+from airflow_provider_sms.sms_parts import marker_mismatch
 
 PushType = Literal["alert", "marketing"]
 PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
@@ -132,12 +132,9 @@ class Message(SmsModel):
 
     @model_validator(mode="after")
     def _markers_match_links(self) -> Message:
-        markers = self.text.count(SHORT_MARKER)
-        if markers != len(self.links):
-            raise ValueError(
-                f"text has {markers} '{SHORT_MARKER}' marker(s) but {len(self.links)} link(s) are given; "
-                "put one marker in the text for each link"
-            )
+        problem = marker_mismatch(self.text, len(self.links))
+        if problem:
+            raise ValueError(problem)
         return self
 
     def check_sendable(self) -> None:

@@ -97,3 +97,17 @@ def count_parts(
     length += markers * short_url_length + (STOP_MENTION_LENGTH if stop_mention else 0)
     parts = 1 if length <= SINGLE[encoding] else math.ceil(length / PER_PART[encoding])
     return SmsParts(encoding=encoding, length=length, parts=parts, unicode_chars=unicode_chars)
+
+
+def marker_mismatch(text: str, links: int) -> str | None:
+    """What is wrong when ``text`` does not hold one ``<-short->`` marker per link, else None.
+
+    :param links: how many links the message gives.
+    """
+    markers = text.count(SHORT_MARKER)
+    if markers == links:
+        return None
+    return (
+        f"text has {markers} '{SHORT_MARKER}' marker(s) but {links} link(s) are given; "
+        "put one marker in the text for each link"
+    )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
 from airflow_provider_sms._argument_checks import check_invalid_numbers, check_on_refused
+from airflow_provider_sms.delay import to_api_delay
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
@@ -95,7 +96,8 @@ def message_to_send(
         if data.get("delay") not in (None, ""):
             text = "delay: given both as the operator's delay and in message; give it once"
             raise SmsValidationError.for_field("delay", text)
-        data["delay"] = delay
+        # Checked here, so that an error names the operator's argument, not message.delay.
+        data["delay"] = to_api_delay(delay, field="delay")
     return apply_marketing_rules(hook.prepare_message(data), send_window, logger=log)
 
 

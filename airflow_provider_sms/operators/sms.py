@@ -26,6 +26,7 @@ from airflow_provider_sms._argument_checks import (
     check_audience,
     check_batch_size,
     check_invalid_numbers,
+    check_literal_message,
     check_mode,
     check_on_refused,
     is_template,
@@ -105,6 +106,7 @@ class SmsBaseOperator(BaseOperator):
             check_mode(send_window)
         if not is_template(invalid_numbers):
             check_invalid_numbers(invalid_numbers)
+        check_literal_message(message, delay)
         self.message = message
         self.recipients = recipients
         self.lists = lists

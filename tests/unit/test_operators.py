@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import itertools
 import json
@@ -10,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pendulum
 import pytest
 import requests
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
@@ -228,11 +230,71 @@ def test_no_gate_means_no_simulation(requests_mock):
     ],
 )
 def test_bad_input_fails_before_any_request(requests_mock, kwargs, error):
+    """Literal mistakes fail when the DAG file is parsed (SmsValidationError), the rest when the task runs."""
     arguments = {"task_id": "send", "message": "Hi", "recipients": NUMBERS, "max_cost": 100, **kwargs}
-    with pytest.raises(AirflowFailException, match=error) as info:
+    with pytest.raises((AirflowFailException, SmsValidationError), match=error) as info:
         SmsSendOperator(**arguments).execute(context())
-    assert "Invalid input (not retried)" in str(info.value)
+    if isinstance(info.value, AirflowFailException):
+        assert "Invalid input (not retried)" in str(info.value)
     assert requests_mock.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"message": "Go <-short->"}, r"message.text: text has 1 '<-short->' marker\(s\) but 0 link\(s\)"),
+        (
+            {"message": {"text": "Go", "links": ["https://example.com/a"], "pushtype": "alert"}},
+            r"message.links: text has 0 '<-short->' marker\(s\) but 1 link\(s\)",
+        ),
+        ({"delay": "2030-07-01T10:00:00"}, r"delay='2030-07-01T10:00:00': no timezone"),
+        ({"delay": "2030-03-31 02:30:00"}, "does not exist in Europe/Paris"),
+        ({"message": {"text": "Hi", "delay": "tomorrow"}}, r"message.delay='tomorrow': not a date"),
+    ],
+)
+def test_literal_mistakes_are_import_errors_of_the_dag_file(kwargs, error):
+    arguments = {"task_id": "send", "message": "Hi", "recipients": NUMBERS, **kwargs}
+    with pytest.raises(SmsValidationError, match=error):
+        SmsSendOperator(**arguments)
+
+
+def test_templated_message_and_delay_wait_for_the_run(requests_mock):
+    operator = SmsSendOperator(
+        task_id="send",
+        message={"text": "{{ params.text }}", "links": ["{{ params.url }}"], "pushtype": "alert"},
+        recipients=NUMBERS,
+        delay="{{ params.delay }}",
+    )
+    operator.render_template_fields({"params": {"text": "Go", "url": "https://example.com/a", "delay": "x"}})
+
+    with pytest.raises(AirflowFailException, match="delay='x': not a date"):
+        operator.execute(context())
+    assert requests_mock.call_count == 0
+
+
+def test_a_naive_delay_names_the_argument_given_and_points_to_paris():
+    naive = datetime.datetime(2030, 12, 1, 10, 0)
+    with pytest.raises(SmsValidationError) as info:
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, delay=naive)
+
+    text = str(info.value)
+    assert text.startswith("delay=datetime.datetime(2030, 12, 1, 10, 0): naive datetime")
+    assert "message.delay" not in text
+    assert "tz='Europe/Paris'" in text
+    assert "read as Paris time" in text
+    assert "UTC" not in text
+
+
+def test_following_the_naive_delay_hint_sends_at_that_paris_time(requests_mock):
+    service = Service().mount(requests_mock)
+    paris_ten = pendulum.datetime(2030, 12, 2, 10, 0, tz="Europe/Paris")
+
+    result = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, delay=paris_ten).execute(
+        context()
+    )
+
+    assert result["delay"] == "2030-12-02 10:00:00"
+    assert service.sent_bodies[0]["message"]["delay"] == "2030-12-02 10:00:00"
 
 
 @pytest.mark.parametrize(

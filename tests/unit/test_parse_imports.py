@@ -18,6 +18,10 @@ ALLOWED = {
     "airflow_provider_sms",
     "airflow_provider_sms.exceptions",
     "airflow_provider_sms._argument_checks",
+    # Literal messages and delays are checked at parse time: the marker rule (a few lines, no
+    # dependency) and the delay's form (pendulum, which Airflow has already loaded).
+    "airflow_provider_sms.sms_parts",
+    "airflow_provider_sms.delay",
     "airflow_provider_sms.operators",
     "airflow_provider_sms.operators.sms",
     "airflow_provider_sms.sensors",
@@ -40,7 +44,7 @@ from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow.sdk import DAG
 with DAG("parse_imports", schedule=None):
     SmsSimulateOperator(task_id="simulate", message="Hi", lists=[1])
-    SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"], max_cost=10)
+    SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"], max_cost=10, delay="2030-01-07 10:00:00")
     SmsSendListsOperator(task_id="send_lists", message="Hi", lists=[1], on_cost_exceeded="skip")
     SmsWebhookSensor(task_id="webhook", webhook_id="1", deferrable=True)
     SmsNpaiSensor(task_id="npai", campaign_id="{{ ti.xcom_pull('send')['ticket'] }}", min_entries=2)
