@@ -93,8 +93,15 @@ def connection_settings(
     if not host:
         raise SmsValidationError.for_field("host", f"{where}: host (the base URL) is empty")
     if "://" not in host:
-        scheme = conn.schema if conn.schema in ("http", "https") else "https"
-        host = f"{scheme}://{host}"
+        if conn.schema not in ("http", "https"):
+            # Guessing would be wrong one way or the other: https to a plain-HTTP server fails with
+            # an obscure TLS error after retries, http to the real service sends the token in clear.
+            raise SmsValidationError.for_field(
+                "host",
+                f"{where}: the Base URL (host) {host!r} has no scheme; write it with one, e.g. "
+                f"'https://{host}' for the service or 'http://{host}' for a local sandbox",
+            )
+        host = f"{conn.schema}://{host}"
     if conn.port and host.count(":") < 2:
         scheme, rest = host.split("://", 1)
         hostname, _, path = rest.partition("/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
+from airflow_provider_sms.hooks.sms import SmsHook
 
 from .conftest import BASE_URL
 from .test_hook_wire import NPAI_ENTRY, RESULT_JSON
@@ -397,3 +399,36 @@ def test_408_on_a_read_is_retried(make_hook, requests_mock, sleeps):
     assert len(hook.get_npai().entries) == 1
     assert requests_mock.call_count == 2
     assert len(sleeps) == 1
+
+
+# ------------------------------------------------------------------------------- base URL without scheme
+
+
+def test_a_base_url_without_scheme_is_refused_before_any_request(monkeypatch, requests_mock):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_DEFAULT",
+        json.dumps({"conn_type": "sms", "host": "127.0.0.1:35509", "password": "dev-token"}),
+    )
+    hook = SmsHook()
+
+    with pytest.raises(SmsValidationError) as info:
+        hook.simulate(MESSAGE, ["33612345678"])
+
+    assert str(info.value) == (
+        "connection 'sms_default': the Base URL (host) '127.0.0.1:35509' has no scheme; write it with one, "
+        "e.g. 'https://127.0.0.1:35509' for the service or 'http://127.0.0.1:35509' for a local sandbox"
+    )
+    assert info.value.errors[0][0] == "host"
+    assert requests_mock.call_count == 0
+    ok, text = hook.test_connection()  # what `airflow connections test` and the UI's Test button show
+    assert not ok
+    assert "has no scheme" in text
+    assert "'http://127.0.0.1:35509'" in text
+
+
+def test_a_scheme_given_as_the_connections_schema_is_honoured(monkeypatch, requests_mock):
+    """The URI form puts the scheme in the path: sms://:TOKEN@host:port/https."""
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", "sms://:dev-token@sms.test:8443/https")
+    requests_mock.get("https://sms.test:8443/npai", json=NPAI_OK)
+
+    assert len(SmsHook().get_npai().entries) == 1

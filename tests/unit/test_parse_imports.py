@@ -44,7 +44,9 @@ from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow.sdk import DAG
 with DAG("parse_imports", schedule=None):
     SmsSimulateOperator(task_id="simulate", message="Hi", lists=[1])
-    SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"], max_cost=10, delay="2030-01-07 10:00:00")
+    SmsSendOperator(
+        task_id="send", message="Hi", recipients=["33612345678"], max_cost=10, delay="2030-01-07 10:00:00"
+    )
     SmsSendListsOperator(task_id="send_lists", message="Hi", lists=[1], on_cost_exceeded="skip")
     SmsWebhookSensor(task_id="webhook", webhook_id="1", deferrable=True)
     SmsNpaiSensor(task_id="npai", campaign_id="{{ ti.xcom_pull('send')['ticket'] }}", min_entries=2)
