@@ -87,6 +87,35 @@ def next_allowed(moment: dt.datetime) -> pendulum.DateTime:
     raise RuntimeError(f"no day open to marketing SMS within {_MAX_CLOSED_DAYS} days of {day}")
 
 
+def why_closed(moment: dt.datetime) -> str:
+    """Why marketing SMS may not be sent at ``moment`` (outside the window), in a few words."""
+    paris = pendulum.instance(moment).in_timezone(PARIS)
+    holiday = _french_holidays(paris.year).get(paris.date()) if paris.weekday() != 6 else None  # type: ignore[attr-defined]
+    if paris.weekday() == 6:
+        return "it is a Sunday"
+    if holiday:
+        return f"it is a French public holiday ({holiday})"
+    return "it is before 08:00" if paris.time() < OPENS else "it is 20:00 or later"
+
+
+def postponement(
+    requested: Message, sent: Message, *, now: dt.datetime | None = None
+) -> dict[str, str] | None:
+    """What the send window changed between the ``requested`` message and the one ``sent``, if anything.
+
+    :return: ``{"requested", "moved_to", "reason"}`` (times as ``Y-m-d H:i:s``, Paris) when the
+        delay was moved, else None. What the operators return in XCom as ``send_window``.
+    """
+    if sent.delay == requested.delay or sent.delay is None:
+        return None
+    asked = effective_send_time(requested, now=now)
+    return {
+        "requested": asked.strftime(API_FORMAT) if requested.delay else f"now ({asked.strftime(API_FORMAT)})",
+        "moved_to": sent.delay,
+        "reason": f"{why_closed(asked)}: {RULE} (send_window='postpone')",
+    }
+
+
 def describe(moment: dt.datetime) -> str:
     """A moment as a log reads it: ``Saturday 2030-06-01 20:30:00 Europe/Paris``."""
     paris = pendulum.instance(moment).in_timezone(PARIS)

@@ -185,7 +185,7 @@ def _http_hook() -> Any:
 _SEND_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from types import SimpleNamespace
+from tests.task_instance import FakeTaskInstance
 from airflow_provider_sms.operators import _send_guard as guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from tests.conftest import MemoryVariables
@@ -204,7 +204,7 @@ operator = SmsSendOperator(
     task_id="send", message="Flash sale tonight", recipients=Path(sys.argv[1]),
     batch_size=int(sys.argv[2]), max_cost=10**9,
 )
-ti = SimpleNamespace(dag_id="bench", task_id="send", run_id="bench", map_index=-1)
+ti = FakeTaskInstance(dag_id="bench", run_id="bench")
 before = peak_rss()
 started = time.perf_counter()
 result = operator.execute({"ti": ti})

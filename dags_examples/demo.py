@@ -151,6 +151,12 @@ def summary(
             f"Cost: {send['cost']} credits, {credits} credits left",
             f"Delay: goes out at {send['delay']} Europe/Paris",
         ]
+        moved = send.get("send_window")
+        if moved:
+            lines.append(
+                f"Send window: requested {moved['requested']}, moved to {moved['moved_to']} Europe/Paris "
+                f"because {moved['reason']}"
+            )
     elif states.get("send") in ("skipped", "failed") and simulation:
         lines.append(
             f"Cost gate: refused (cost {simulation['cost']} credits > max_cost {max_cost}): "

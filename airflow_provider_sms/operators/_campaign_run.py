@@ -29,7 +29,7 @@ from airflow_provider_sms.exceptions import (
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
 from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
 from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
-from airflow_provider_sms.send_window import Logger, apply_marketing_rules
+from airflow_provider_sms.send_window import Logger, apply_marketing_rules, postponement
 from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
 
 if TYPE_CHECKING:
@@ -70,11 +70,13 @@ def task_errors() -> Iterator[None]:
 
 def message_to_send(
     hook: SmsHook, message: object, delay: object, send_window: object, log: Logger
-) -> Message:
+) -> tuple[Message, dict[str, str] | None]:
     """The validated message, with the operator's ``delay`` merged in and the send window applied.
 
     Everything that decides the final message, its delay included, happens here, before any
     request: a marketing message outside the send window is postponed (or refused) here.
+    Returns the message and, when the send window moved its delay, what moved and why
+    (:func:`~airflow_provider_sms.send_window.postponement`).
 
     :param hook: fills ``sender`` from the connection's ``default_sender``.
     :param message: the text, a dict or a :class:`Message` (rendered).
@@ -98,7 +100,9 @@ def message_to_send(
             raise SmsValidationError.for_field("delay", text)
         # Checked here, so that an error names the operator's argument, not message.delay.
         data["delay"] = to_api_delay(delay, field="delay")
-    return apply_marketing_rules(hook.prepare_message(data), send_window, logger=log)
+    requested = hook.prepare_message(data)
+    sent = apply_marketing_rules(requested, send_window, logger=log)
+    return sent, postponement(requested, sent)
 
 
 def parts_of(message: Message) -> SmsParts:
@@ -116,6 +120,8 @@ class Campaign:
     lists: list[ListRef] | None
     batch_size: int
     plan: BatchPlan
+    # What the send window changed of the delay (requested, moved_to, reason), when it did.
+    moved: dict[str, str] | None = None
 
     @classmethod
     def prepare(
@@ -129,11 +135,13 @@ class Campaign:
         log: Logger,
         invalid_numbers: object = "fail",
         recipients_column: str | None = None,
+        moved: dict[str, str] | None = None,
     ) -> Campaign:
         """Check the recipients or lists (no request made) and log the estimate of SMS parts.
 
         :param invalid_numbers: ``fail`` or ``skip`` the recipients that fail local validation.
         :param recipients_column: the numbers' column of a CSV file with a header.
+        :param moved: what the send window changed of the message's delay, if anything.
         """
         if (recipients is None) == (lists is None):
             text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
@@ -142,7 +150,7 @@ class Campaign:
         if lists is not None:
             refs = parse_lists(lists)
             log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
-            return cls(hook, message, None, refs, batch_size, BatchPlan(1, len(refs), 0))
+            return cls(hook, message, None, refs, batch_size, BatchPlan(1, len(refs), 0), moved)
         source = RecipientSource(
             recipients,
             invalid_numbers=check_invalid_numbers(invalid_numbers),
@@ -165,7 +173,7 @@ class Campaign:
             batch_size,
             plan.recipients * parts.parts,
         )
-        return cls(hook, message, source, None, batch_size, plan)
+        return cls(hook, message, source, None, batch_size, plan, moved)
 
     def batches(self) -> Iterator[tuple[int, list[str | Recipient] | list[ListRef]]]:
         """``(index, items)`` of each batch; a list campaign is one batch."""
@@ -196,11 +204,15 @@ class Campaign:
             self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
         )
 
-    def rejected_locally(self) -> dict[str, Any]:
-        """``{"rejected_locally": {count, by_rule, examples}}`` with ``invalid_numbers="skip"``; else {}."""
-        if self.plan.rejected is None:
-            return {}
-        return {"rejected_locally": self.plan.rejected.as_dict()}
+    def notes(self) -> dict[str, Any]:
+        """What the result reports beyond the figures, when it happened: ``send_window`` (the delay was
+        moved) and ``rejected_locally`` (numbers left out with ``invalid_numbers="skip"``)."""
+        notes: dict[str, Any] = {}
+        if self.moved is not None:
+            notes["send_window"] = self.moved
+        if self.plan.rejected is not None:
+            notes["rejected_locally"] = self.plan.rejected.as_dict()
+        return notes
 
     def estimate(self) -> dict[str, Any]:
         """The local estimate of SMS parts (returned in XCom next to the service's figures)."""
@@ -420,7 +432,7 @@ def send_campaign(
         "estimate": campaign.estimate(),
         "simulation": simulation,
         "gate": gate,
-        **campaign.rejected_locally(),
+        **campaign.notes(),
     }
 
 
@@ -433,5 +445,5 @@ def simulate_campaign(campaign: Campaign, log: Logger) -> dict[str, Any]:
         "delay": campaign.message.delay,
         "batches": campaign.plan.batches,
         "estimate": campaign.estimate(),
-        **campaign.rejected_locally(),
+        **campaign.notes(),
     }

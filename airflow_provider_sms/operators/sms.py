@@ -131,7 +131,7 @@ class SmsBaseOperator(BaseOperator):
         """
         from airflow_provider_sms.operators._campaign_run import Campaign, message_to_send
 
-        message = message_to_send(self.hook, self.message, self.delay, self.send_window, self.log)
+        message, moved = message_to_send(self.hook, self.message, self.delay, self.send_window, self.log)
         if self.sends:
             message.check_sendable()
         return Campaign.prepare(
@@ -143,6 +143,7 @@ class SmsBaseOperator(BaseOperator):
             log=self.log,
             invalid_numbers=self.invalid_numbers,
             recipients_column=self.recipients_column,
+            moved=moved,
         )
 
 
@@ -229,7 +230,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 on_cost_exceeded=self.on_cost_exceeded,
             )
             campaign = self.prepare_campaign()
-            return send_campaign(
+            result = send_campaign(
                 campaign,
                 SendGuard.for_task_instance(context["ti"]),
                 gates,
@@ -237,6 +238,11 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 allow_resend=self.allow_resend,
                 log=self.log,
             )
+        if self.do_xcom_push:
+            # Under its own key too: `send.output["ticket"]` pulls the XCom key "ticket", so that an
+            # XComArg can feed SmsNpaiSensor(campaign_id=...) directly.
+            context["ti"].xcom_push(key="ticket", value=result["ticket"])
+        return result
 
 
 class SmsSendOperator(SmsSendBaseOperator):
@@ -246,7 +252,8 @@ class SmsSendOperator(SmsSendBaseOperator):
     send guard, so a retry resumes after the last confirmed batch. Returns (XCom) a dict: ``ticket``
     (of the first batch) and ``tickets``, the figures added up, ``delay`` (as sent, Paris time, after
     the send window), ``batches``, ``resumed_batches``, ``estimate``, and ``simulation``/``gate`` when
-    a gate was set.
+    a gate was set. The ticket is also pushed under the XCom key ``ticket``, so that
+    ``send.output["ticket"]`` can be given to ``SmsNpaiSensor(campaign_id=...)``.
 
     :param message: see :class:`SmsBaseOperator`.
     :param recipients: see :class:`SmsBaseOperator`.

@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator, SmsSimulateOperator
+from tests.task_instance import FakeTaskInstance
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ FIGURES = ("cost", "total", "sent", "blacklisted", "duplicated", "npai", "invali
 
 
 def context(run_id: str = "manual__2030-01-01") -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="campaigns", task_id="send", run_id=run_id, map_index=-1)}
+    return {"ti": FakeTaskInstance(run_id=run_id)}
 
 
 @pytest.fixture(params=["json", "xml"])
@@ -91,7 +91,6 @@ def test_a_delay_reaches_the_sandbox_in_paris_time(connection, memory_variables)
 BIG_SEND = """
 import json, sys, threading, time
 from pathlib import Path
-from types import SimpleNamespace
 from airflow_provider_sms.operators import _send_guard as guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from tests.conftest import MemoryVariables
@@ -115,7 +114,7 @@ guard.Variable = MemoryVariables  # no task runtime here: the guard is kept in m
 operator = SmsSendOperator(
     task_id="send", message="Flash sale tonight", recipients=Path(sys.argv[1]), max_cost=10**6
 )
-ti = SimpleNamespace(dag_id="campaigns", task_id="send", run_id="big", map_index=-1)
+ti = FakeTaskInstance(run_id="big")
 before = rss_mib()
 threading.Thread(target=sample, daemon=True).start()
 started = time.perf_counter()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from airflow_provider_sms.sandbox import SandboxServer
+from tests.task_instance import FakeTaskInstance
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ NEXT_MONDAY_8 = "2030-06-03 08:00:00"
 
 
 def context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="campaigns", task_id="send", run_id="manual__2030", map_index=-1)}
+    return {"ti": FakeTaskInstance()}
 
 
 @pytest.fixture(params=["json", "xml"])

@@ -8,7 +8,6 @@ import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pendulum
@@ -23,6 +22,7 @@ from airflow_provider_sms.operators.sms import (
     SmsSendOperator,
     SmsSimulateOperator,
 )
+from tests.task_instance import FakeTaskInstance
 
 from .conftest import BASE_URL, TOKEN, connection_json
 
@@ -37,7 +37,7 @@ def variables(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str])
 
 
 def context(run_id: str = "manual__2030-01-01", map_index: int = -1) -> dict[str, Any]:
-    ti = SimpleNamespace(dag_id="campaigns", task_id="send", run_id=run_id, map_index=map_index)
+    ti = FakeTaskInstance(run_id=run_id, map_index=map_index)
     return {"ti": ti}
 
 
@@ -568,3 +568,22 @@ def test_guard_keys_are_readable_bounded_and_never_shared():
     long_key = guard_key("d" * 250, "t" * 250, "r" * 250, 3)
     assert len(long_key) <= 250
     assert long_key != guard_key("d" * 250, "t" * 250, "r" * 250, 4)
+
+
+def test_the_ticket_is_also_pushed_under_its_own_xcom_key(requests_mock):
+    Service().mount(requests_mock)
+    ctx = context()
+
+    result = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(ctx)
+
+    assert ctx["ti"].xcoms == {"ticket": result["ticket"]}
+    assert result["ticket"] == "101"  # the return value is unchanged
+
+
+def test_no_ticket_key_is_pushed_when_xcoms_are_off(requests_mock):
+    Service().mount(requests_mock)
+    ctx = context()
+
+    SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, do_xcom_push=False).execute(ctx)
+
+    assert ctx["ti"].xcoms == {}

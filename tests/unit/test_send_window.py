@@ -7,7 +7,6 @@ notifier, which has no such parameter, gets a fixed clock through ``send_window.
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 from typing import Any
 
 import pendulum
@@ -26,6 +25,7 @@ from airflow_provider_sms.send_window import (
     unsubscribe_length_warning,
 )
 from tests.compat import notification_fails
+from tests.task_instance import FakeTaskInstance
 
 from .conftest import BASE_URL, connection_json
 
@@ -188,7 +188,7 @@ def service(requests_mock: Any, monkeypatch: pytest.MonkeyPatch, memory_variable
 
 
 def context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="campaigns", task_id="send", run_id="manual__2030", map_index=-1)}
+    return {"ti": FakeTaskInstance()}
 
 
 def sent_delay(service: Any) -> str | None:
@@ -336,3 +336,68 @@ def test_notifier_marketing_fail_mode_sends_nothing(service, clock):
     ):
         notifier(CALLBACK_CONTEXT)
     assert service.call_count == 0
+
+
+@pytest.mark.parametrize("operator_class", [SmsSendOperator, SmsSimulateOperator])
+def test_the_result_says_when_the_send_window_moved_the_delay(service, operator_class):
+    result = operator_class(
+        task_id="send",
+        message={"text": "Soldes", "pushtype": "marketing"},
+        recipients=["33612345678"],
+        delay="2030-06-02 10:00:00",  # a Sunday
+    ).execute(context())
+
+    assert result["send_window"] == {
+        "requested": "2030-06-02 10:00:00",
+        "moved_to": "2030-06-03 08:00:00",
+        "reason": (
+            "it is a Sunday: marketing SMS may only be sent 08:00-20:00 Europe/Paris time, "
+            "Monday to Saturday, never on Sundays or French public holidays (send_window='postpone')"
+        ),
+    }
+    assert result["delay"] == "2030-06-03 08:00:00"
+
+
+def test_the_result_names_the_public_holiday_and_says_nothing_when_nothing_moved(service):
+    moved = SmsSendOperator(
+        task_id="send",
+        message={"text": "Soldes", "pushtype": "marketing"},
+        recipients=["33612345678"],
+        delay="2030-12-25 10:00:00",
+    ).execute(context())
+    kept = SmsSendOperator(
+        task_id="send",
+        message={"text": "Soldes", "pushtype": "marketing"},
+        recipients=["33612345678"],
+        delay="2030-12-24 10:00:00",
+    ).execute(context())
+
+    assert moved["send_window"]["reason"].startswith("it is a French public holiday (Christmas Day)")
+    assert moved["send_window"]["moved_to"] == "2030-12-26 08:00:00"
+    assert "send_window" not in kept
+
+
+def test_the_demo_summary_says_when_the_send_window_moved_the_delay():
+    from dags_examples.demo import summary
+
+    send = {
+        "ticket": "5000001",
+        "sent": 8,
+        "total": 10,
+        "filtered": 2,
+        "cost": 8,
+        "delay": "2030-06-03 08:00:00",
+        "gate": None,
+        "send_window": {
+            "requested": "2030-06-02 10:00:00",
+            "moved_to": "2030-06-03 08:00:00",
+            "reason": "it is a Sunday: marketing SMS ...",
+        },
+    }
+
+    lines = summary({"send": "success"}, {"send": send}, [], credits=9992, max_cost=50)
+
+    assert (
+        "Send window: requested 2030-06-02 10:00:00, moved to 2030-06-03 08:00:00 Europe/Paris "
+        "because it is a Sunday: marketing SMS ..."
+    ) in lines

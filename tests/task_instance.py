@@ -1,0 +1,20 @@
+"""A stand-in for the task instance an operator gets in its context, for tests that call execute()."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FakeTaskInstance:
+    """What the operators use of a task instance: its identity (the send guard's key) and xcom_push."""
+
+    dag_id: str = "campaigns"
+    task_id: str = "send"
+    run_id: str = "manual__2030"
+    map_index: int = -1
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
