@@ -2,16 +2,23 @@
 
 Standard output gets exactly one line, ``SMS sandbox listening on http://HOST:PORT``, once connections
 are accepted, so that scripts can read the URL (port 0 picks a free port); anything else goes to stderr.
+A bad argument, or an address that cannot be bound, is one line on stderr and exit status 2: never a
+traceback. ``sms-sandbox reset URL`` puts a running sandbox back to its seeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import threading
 
-from airflow_provider_sms.sandbox.server import SandboxServer
+import requests
+from pydantic import ValidationError
+
+from airflow_provider_sms.models import format_errors
+from airflow_provider_sms.sandbox.server import InspectionClient, SandboxServer
 from airflow_provider_sms.sandbox.state import (
     DEFAULT_ALLOWED_PREFIXES,
     DEFAULT_SEEDS,
@@ -28,39 +35,67 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+FAULT_NAMES = tuple(name for name in Faults.model_fields if name != "endpoints")
+
+
 def _faults(pairs: list[tuple[str, str]]) -> Faults:
     """``--fault`` options as faults: ``http_error=503,2`` is a pair, ``endpoints=/send,/npai`` a list.
 
     ``slow`` is seconds (``slow=2``) or a pair (``slow=2,1``: only the next request waits).
+
+    :raises ValueError: naming the option and, for an unknown fault, the valid ones.
     """
     fields: dict[str, object] = {}
     for key, value in pairs:
+        if key not in Faults.model_fields:
+            raise ValueError(
+                f"--fault {key}={value}: unknown fault {key!r}; valid faults: {', '.join(FAULT_NAMES)} "
+                "(and endpoints=/send,/npai to scope them)"
+            )
         split = key in ("http_error", "rate_limit", "endpoints") or (key == "slow" and "," in value)
         fields[key] = value.split(",") if split else value
-    return Faults.model_validate(fields)
+    try:
+        return Faults.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"--fault {name}: {text}" for name, text in format_errors(exc))
+        raise ValueError(problems) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``sms-sandbox``."""
-    parser = argparse.ArgumentParser(prog="sms-sandbox", description="Local emulator of the SMS service.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port; 0 picks a free one (default 8080)")
-    parser.add_argument("--token", default="sandbox-token", help="access token to accept")
-    parser.add_argument("--credits", type=int, default=DEFAULT_SEEDS.credits, help="starting credits")
+    parser = argparse.ArgumentParser(
+        prog="sms-sandbox",
+        description="Local emulator of the SMS service. `sms-sandbox reset URL` puts a running one back "
+        "to its seeds (campaigns, credits, NPAI entries, faults).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="port; 0 picks a free one, the safer choice next to Airflow, whose API server uses 8080 "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--token", default="sandbox-token", help="access token to accept (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--credits", type=int, default=DEFAULT_SEEDS.credits, help="starting credits (default: %(default)s)"
+    )
     parser.add_argument(
         "--fault",
         type=_key_value,
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="inject a fault from the start (repeatable): maybe_sent=N, drop_after_record=N, truncated=N, "
-        "empty_body=N, wrong_content_type=N, http_error=CODE,N, rate_limit=SECONDS,N, slow=SECONDS "
-        "(or SECONDS,N), endpoints=/send,/npai",
+        help="inject a fault from the start (repeatable): maybe_sent=N, drop_after_record=N, "
+        "bad_success_shape=N, unknown_error=N, truncated=N, empty_body=N, wrong_content_type=N, "
+        "http_error=CODE,N, rate_limit=SECONDS,N, slow=SECONDS (or SECONDS,N), endpoints=/send,/npai",
     )
     parser.add_argument(
         "--allowed-prefixes",
         default=",".join(DEFAULT_ALLOWED_PREFIXES),
-        help="comma-separated dialling prefixes messages may go to (default %(default)s)",
+        help="comma-separated dialling prefixes messages may go to (default: %(default)s)",
     )
     parser.add_argument(
         "--country-limit",
@@ -68,24 +103,53 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PREFIX=N",
-        help="monthly messages allowed to a dialling prefix (repeatable; default: no limit)",
+        help="monthly messages allowed to a dialling prefix (repeatable; none: no limit)",
     )
-    parser.add_argument("--flood-limit", type=int, default=5, help="messages per number per window")
-    parser.add_argument("--flood-window", type=float, default=3600.0, help="anti-flood window, seconds")
+    parser.add_argument(
+        "--flood-limit", type=int, default=5, help="messages per number per window (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--flood-window", type=float, default=3600.0, help="anti-flood window, seconds (default: %(default)s)"
+    )
     parser.add_argument(
         "--dlr", action="store_true", help='POST delivery reports to DLR webhook "1" (127.0.0.1 only)'
     )
     return parser
 
 
+def reset(argv: list[str]) -> int:
+    """``sms-sandbox reset URL``: put a running sandbox back to its seeds."""
+    parser = argparse.ArgumentParser(
+        prog="sms-sandbox reset",
+        description="Put a running sandbox back to its seeds: campaigns, credits, NPAI entries (numbers "
+        "made unreachable by earlier runs), webhooks, counters and faults.",
+    )
+    parser.add_argument("url", help="the sandbox's URL, as it printed it (e.g. http://127.0.0.1:41823)")
+    args = parser.parse_args(argv)
+    try:
+        InspectionClient(args.url).reset()
+    except requests.RequestException as exc:
+        reason = "nothing answers there: is it running?" if isinstance(exc, requests.ConnectionError) else exc
+        print(f"sms-sandbox reset: could not reset the sandbox at {args.url}: {reason}", file=sys.stderr)
+        return 1
+    print(f"SMS sandbox at {args.url} reset to its seeds")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the sandbox in the foreground until SIGINT or SIGTERM.
+    """Run the sandbox in the foreground until SIGINT or SIGTERM (or ``reset`` a running one).
 
     :param argv: the arguments (default: the command line).
     """
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["reset"]:
+        return reset(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for name in ("credits", "flood_limit", "flood_window", "port"):
+            if getattr(args, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 0 or more")
         faults = _faults(args.fault)
         config = SandboxConfig(
             allowed_prefixes=tuple(p.strip() for p in args.allowed_prefixes.split(",") if p.strip()),
@@ -96,19 +160,30 @@ def main(argv: list[str] | None = None) -> int:
             dlr=args.dlr,
         )
     except ValueError as exc:  # pydantic ValidationError included
-        parser.error(str(exc))
+        return _refuse(str(exc))
 
     server = SandboxServer(token=args.token, host=args.host, port=args.port, config=config)
     server.state.faults = faults
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    server.start()
+    try:
+        server.start()
+    except OSError as exc:
+        hint = (
+            "; pick another with --port, or --port 0 for a free one" if exc.errno == errno.EADDRINUSE else ""
+        )
+        return _refuse(f"{exc.strerror}{hint}")
     print(f"SMS sandbox listening on {server.url}", flush=True)
     stop.wait()
     server.stop()
     print("SMS sandbox stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _refuse(reason: str) -> int:
+    print(f"sms-sandbox: {reason}", file=sys.stderr, flush=True)
+    return 2
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
 import threading
 import time
 from typing import Any
@@ -159,7 +161,12 @@ class SandboxServer:
         self._inspect: InspectionClient | None = None
 
     def start(self) -> SandboxServer:
-        """Start serving; returns once connections are accepted."""
+        """Start serving; returns once connections are accepted.
+
+        :raises OSError: the address cannot be bound (a port in use, an address not of this machine),
+            said in one line before uvicorn tries, rather than as uvicorn's log and a timeout.
+        """
+        self._check_address()
         self._thread = threading.Thread(target=self._server.run, name="sms-sandbox", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -169,6 +176,19 @@ class SandboxServer:
             time.sleep(0.02)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
+
+    def _check_address(self) -> None:
+        with socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET) as probe:
+            # As uvicorn binds: SO_REUSEADDR, so that a port in TIME_WAIT is not reported as in use.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((self.host, self.port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise OSError(exc.errno, f"port {self.port} on {self.host} is already in use") from None
+                raise OSError(
+                    exc.errno, f"cannot listen on {self.host}:{self.port} ({exc.strerror})"
+                ) from None
 
     def stop(self) -> None:
         """Stop serving and wait for the thread."""

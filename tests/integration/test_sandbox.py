@@ -484,6 +484,103 @@ def test_cli_refuses_an_unknown_fault():
     assert result.stdout == ""
 
 
+def sandbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_sms.sandbox", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--fault", "bogus=1"],
+            (
+                ["--host", "192.0.2.1"],
+                "sms-sandbox: cannot listen on 192.0.2.1:0 (Cannot assign requested address)",
+            ),
+            "bad_success_shape, unknown_error, truncated, empty_body, wrong_content_type, http_error, "
+            "rate_limit, slow (and endpoints=/send,/npai to scope them)",
+        ),
+        (
+            ["--fault", "maybe_sent=abc"],
+            "sms-sandbox: --fault maybe_sent: Input should be a valid integer, unable to parse string as an "
+            "integer (got 'abc')",
+        ),
+        (
+            ["--fault", "http_error=200,1"],
+            "sms-sandbox: --fault http_error: http_error must be (code 400-599",
+        ),
+        (["--credits", "-4"], "sms-sandbox: --credits -4: must be 0 or more"),
+        (
+            ["--host", "192.0.2.1"],
+            "sms-sandbox: cannot listen on 192.0.2.1:0 (Cannot assign requested address)",
+        ),
+    ],
+    ids=["unknown-fault", "bad-count", "bad-code", "credits", "foreign-address"],
+)
+def test_cli_bad_arguments_are_one_line_and_no_traceback(args, line):
+    result = sandbox_cli("--port", "0", *args)
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(line)
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+    assert "pydantic" not in result.stderr
+
+
+def test_cli_port_in_use_is_one_line_suggesting_port_0(sms_sandbox):
+    port = sms_sandbox.url.rsplit(":", 1)[1]
+
+    result = sandbox_cli("--port", port)
+
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"sms-sandbox: port {port} on 127.0.0.1 is already in use; pick another with --port, "
+        "or --port 0 for a free one\n"
+    )
+    assert result.stdout == ""
+
+
+def test_cli_help_shows_the_defaults():
+    result = sandbox_cli("--help")
+
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0
+    assert "access token to accept (default: sandbox-token)" in text
+    assert f"starting credits (default: {DEFAULT_SEEDS.credits})" in text
+    assert "(default: 8080)" in text
+    assert "reset URL" in text
+
+
+def test_cli_reset_forgets_what_earlier_runs_did(sms_sandbox, monkeypatch):
+    """A number made unreachable by one run is an NPAI entry, filtered in the next; reset clears it."""
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", sms_sandbox.connection_json())
+    hook = SmsHook()
+    assert hook.send(ALERT, ["33700000099"]).npai == 0
+    assert hook.send(ALERT, ["33700000099"]).npai == 1  # the rerun meets the first run's NPAI entry
+
+    result = sandbox_cli("reset", sms_sandbox.url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"SMS sandbox at {sms_sandbox.url} reset to its seeds\n"
+    assert sms_sandbox.inspect.campaigns() == []
+    assert hook.send(ALERT, ["33700000099"]).npai == 0
+
+
+def test_cli_reset_of_nothing_running_says_so():
+    result = sandbox_cli("reset", "http://127.0.0.1:9")
+
+    assert result.returncode == 1
+    assert "nothing answers there: is it running?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_requests_per_second_smoke(hook, sms_sandbox):
     """Not a timed assertion: prints the rate so the figure can be reported (see docs/sandbox.md)."""
     calls = 500
