@@ -499,10 +499,7 @@ def sandbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
     [
         (
             ["--fault", "bogus=1"],
-            (
-                ["--host", "192.0.2.1"],
-                "sms-sandbox: cannot listen on 192.0.2.1:0 (Cannot assign requested address)",
-            ),
+            "sms-sandbox: --fault bogus=1: unknown fault 'bogus'; valid faults: maybe_sent, drop_after_record, "
             "bad_success_shape, unknown_error, truncated, empty_body, wrong_content_type, http_error, "
             "rate_limit, slow (and endpoints=/send,/npai to scope them)",
         ),
