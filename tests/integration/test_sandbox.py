@@ -500,8 +500,8 @@ def sandbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (
             ["--fault", "bogus=1"],
             "sms-sandbox: --fault bogus=1: unknown fault 'bogus'; valid faults: maybe_sent, "
-            "drop_after_record, bad_success_shape, unknown_error, truncated, empty_body, wrong_content_type, http_error, "
-            "rate_limit, slow (and endpoints=/send,/npai to scope them)",
+            "drop_after_record, bad_success_shape, unknown_error, truncated, empty_body, "
+            "wrong_content_type, http_error, rate_limit, slow (and endpoints=/send,/npai to scope them)",
         ),
         (
             ["--fault", "maybe_sent=abc"],
