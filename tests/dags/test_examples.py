@@ -7,6 +7,7 @@ check what the sandbox recorded (its inspection API) and the run's XComs, not on
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,13 @@ from tests.conftest import airflow_env
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
-DAG_IDS = {"sms_weekly_campaign", "sms_triggered_by_data", "sms_failure_alerts", "sms_npai_hygiene"}
+DAG_IDS = {
+    "sms_first_campaign",
+    "sms_weekly_campaign",
+    "sms_triggered_by_data",
+    "sms_failure_alerts",
+    "sms_npai_hygiene",
+}
 # The sandbox's seeded lists 1 and 2, less the blacklisted number and the duplicate of list 1.
 WEEKLY_SENT_TO = {
     *(f"336100000{n:02d}" for n in range(1, 6)),
@@ -132,6 +139,53 @@ def test_weekly_campaign_sends_to_the_lists_with_the_computed_delay_and_reports_
     assert npai["count"] == 1
     assert npai["entries"][0]["campaign_id"] == int(campaign["ticket"])
     assert run.values["report_npai"] == ["33700000001"]
+
+
+def test_first_campaign_chains_simulate_send_and_the_npai_sensor_through_the_ticket(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_first_campaign",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+    )
+
+    assert_succeeded(process)
+    assert run.states == {
+        "simulate": "success",
+        "send": "success",
+        "unreachable": "success",
+        "clean_up": "success",
+    }
+    (campaign,) = sms_sandbox.inspect.campaigns()
+    send = run.values["send"]
+    assert campaign["ticket"] == send["ticket"]
+    # The CSV's "phone" column, normalized, each with the gsmsmsid of its row.
+    assert campaign["recipients"] == [
+        {"value": "33610000001", "gsmsmsid": "c-1001"},
+        {"value": "33610000002", "gsmsmsid": "c-1002"},
+        {"value": "33610000003", "gsmsmsid": "c-1003"},
+        {"value": "33700000007", "gsmsmsid": "c-1004"},
+    ]
+    # Tomorrow 10:00 in Paris, from the data interval's end (moved to the next opening if closed then).
+    assert run.data_interval_end is not None
+    tomorrow_ten = run.data_interval_end.in_tz("Europe/Paris").add(days=1).at(10)
+    assert campaign["delay"] == send["delay"] == format_delay(next_allowed(tomorrow_ten))
+    assert ("send_window" in send) == (next_allowed(tomorrow_ten) != tomorrow_ten)
+    # The ticket under its own XCom key fed the sensor: it found this campaign's unreachable number.
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        (ticket_xcom,) = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'sms_first_campaign' AND run_id = ? AND task_id = 'send' "
+            "AND key = 'ticket'",
+            (run.run_id,),
+        ).fetchone()
+    assert json.loads(ticket_xcom) == campaign["ticket"]
+    npai = run.values["unreachable"]
+    assert [(e["destination"], e["campaign_id"]) for e in npai["entries"]] == [
+        ("33700000007", int(send["ticket"]))
+    ]
+    assert run.values["clean_up"] == ["33700000007"]
 
 
 def test_weekly_campaign_with_a_cost_cap_below_the_cost_skips_the_send(
