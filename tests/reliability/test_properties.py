@@ -27,7 +27,6 @@ from airflow_provider_sms import codec
 from airflow_provider_sms.codec import CampaignRequest
 from airflow_provider_sms.models import (
     FILTER_FIELDS,
-    SHORT_MARKER,
     CampaignResult,
     ListRef,
     Message,
@@ -39,6 +38,7 @@ from airflow_provider_sms.models import (
 )
 from airflow_provider_sms.sandbox.server import SandboxServer
 from airflow_provider_sms.sandbox.state import DEFAULT_SEEDS, SandboxConfig, SandboxState
+from airflow_provider_sms.sms_parts import SHORT_MARKER
 
 FORMATS = ("json", "xml")
 # Reproducible in CI: the same examples every run, nothing written to .hypothesis/.
