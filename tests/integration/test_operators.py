@@ -94,6 +94,7 @@ from pathlib import Path
 from airflow_provider_sms.operators import _send_guard as guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from tests.conftest import MemoryVariables
+from tests.task_instance import FakeTaskInstance
 
 
 def rss_mib():
