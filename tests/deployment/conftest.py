@@ -31,6 +31,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCana
     with running_deployment(root, TEST_TOKEN) as started:
         TIMINGS.update({f"start-up: {step}": seconds for step, seconds in started.timings.items()})
         yield started
+    TIMINGS["teardown"] = started.timings["teardown"]
     leftovers = started.leftovers()
     assert leftovers == [], f"still running after the deployment stopped: {leftovers}"
 
@@ -49,6 +50,12 @@ def sandbox(deployment: Deployment) -> Iterator[InspectionClient]:
     client.reset()
     yield client
     client.reset()
+
+
+@pytest.fixture
+def timings() -> dict[str, float]:
+    """Figures a scenario adds to the timings printed at the end (seconds)."""
+    return TIMINGS
 
 
 @pytest.fixture(autouse=True)

@@ -169,30 +169,75 @@ class Process:
             log.seek(self.log_offset)
             return log.read().decode(errors="replace")
 
-    def signal_group(self, signum: int) -> None:
-        """Send ``signum`` to the process group (the process and every child it started)."""
-        if self.popen is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signum)
+    def groups(self) -> set[int]:
+        """The process groups of the process and of everything it started.
+
+        Airflow's task supervisor puts each task process in a group of its own (to signal its whole
+        tree), so a worker's group alone does not hold its running tasks.
+        """
+        if self.popen is None:
+            return set()
+        return {self.popen.pid} | {os.getpgid(pid) for pid in descendants(self.popen.pid) if _exists(pid)}
+
+    def signal_groups(self, groups: set[int], signum: int) -> None:
+        """Send ``signum`` to every group in ``groups``."""
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
 
     def kill(self) -> None:
-        """``kill -9`` the whole process group, as a crashed machine would stop it."""
-        self.signal_group(signal.SIGKILL)
+        """``kill -9`` the process and everything it started at once, as a crashed machine would stop."""
+        self.signal_groups(self.groups(), signal.SIGKILL)
         if self.popen is not None:
             self.popen.wait(timeout=STOP_TIMEOUT)
 
     def stop(self) -> None:
-        """Ask the group to stop; kill it when it has not within STOP_TIMEOUT seconds."""
+        """Ask the process to stop; kill what is left of its tree after STOP_TIMEOUT seconds."""
         if self.popen is None:
             return
+        groups = self.groups()
         if self.popen.poll() is None:
-            self.signal_group(self.stop_signal)
+            self.signal_groups({self.popen.pid}, self.stop_signal)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=STOP_TIMEOUT)
-        # Children left behind by a process that died first are killed with the group.
-        self.signal_group(signal.SIGKILL)
+        # Children left behind (by a process that died first, or in groups of their own) are killed.
+        self.signal_groups(groups, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=STOP_TIMEOUT)
+
+    def alive(self) -> bool:
+        """Whether the process or anything in its own group is still there."""
+        if self.popen is None:
+            return False
+        try:
+            os.killpg(self.popen.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of process ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # The command name (in parentheses) may hold spaces: the fields follow its closing parenthesis.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------- recording proxy
@@ -381,7 +426,10 @@ class Deployment:
         self.timings[what] = time.monotonic() - began
 
     def _copy_dags(self) -> None:
-        for source in [*sorted((REPO / "dags_examples").glob("sms_*.py")), *sorted(TEST_DAGS.glob("*.py"))]:
+        for source in [
+            *sorted((REPO / "dags_examples").glob("sms_*.py")),
+            *sorted(TEST_DAGS.glob("[!_]*.py")),
+        ]:
             shutil.copy(source, self.dags_folder / source.name)
 
     def _as_postgres(self, command: list[str]) -> list[str]:
@@ -594,7 +642,17 @@ class Deployment:
         self.api = AirflowApi(f"http://127.0.0.1:{self.ports['api']}")
         wait_for("a JWT from the API server", lambda: self.api.login() is None, START_TIMEOUT)  # type: ignore[union-attr]
         expected = {path.stem for path in self.dags_folder.glob("*.py")}
-        wait_for("every DAG to be parsed", lambda: expected <= self.dag_ids(), START_TIMEOUT, interval=1.0)
+        wait_for(
+            "every DAG to be parsed", lambda: expected <= self.parsed_dag_ids(), START_TIMEOUT, interval=1.0
+        )
+
+    def parsed_dag_ids(self) -> set[str]:
+        """The DAGs the dag-processor has stored; raise at the first import error instead of waiting."""
+        assert self.api is not None
+        errors = self.api.call("GET", "/importErrors")["import_errors"]
+        if errors:
+            raise DeploymentError(f"DAG import errors: {json.dumps(errors, indent=1)[:4000]}")
+        return self.dag_ids()
 
     def dag_ids(self) -> set[str]:
         assert self.api is not None
@@ -611,8 +669,10 @@ class Deployment:
 
     def stop(self) -> None:
         """Stop every process (Airflow first, PostgreSQL last) and remove the database's files."""
+        began = time.monotonic()
         for name in reversed(list(self.processes)):
             self.processes[name].stop()
+        self.timings["teardown"] = time.monotonic() - began
         if self.proxy is not None:
             self.proxy.stop()
         if self._pg_data is not None:
@@ -620,19 +680,9 @@ class Deployment:
 
     def leftovers(self) -> list[str]:
         """Processes still alive and ports still open after :meth:`stop` (both should be empty)."""
-        alive = [p.name for p in self.processes.values() if p.running or _group_alive(p)]
+        alive = [p.name for p in self.processes.values() if p.running or p.alive()]
         ports = [f"{name}:{port}" for name, port in self.ports.items() if port_open(port)]
         return alive + ports
-
-
-def _group_alive(process: Process) -> bool:
-    if process.popen is None:
-        return False
-    try:
-        os.killpg(process.popen.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @contextlib.contextmanager
