@@ -44,6 +44,8 @@ AIRFLOW = str(BIN / "airflow")
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
 DEBIAN_PACKAGES = ("postgresql", "redis-server")
 WORKERS = ("worker1", "worker2")
+# What Airflow uses: stopped after the Airflow components.
+SERVICES = ("postgres", "redis", "sandbox")
 # Settings that make a two-core machine react in seconds rather than minutes (see the docs page).
 TUNING = {
     # A task whose worker died is failed (then retried) 10 s after its last heartbeat, checked every 2 s.
@@ -141,6 +143,8 @@ class Process:
     stop_signal: int = signal.SIGTERM
     # Where this start's output begins in the log (a restarted component appends to it).
     log_offset: int = 0
+    # The process groups of its tree when it was asked to stop (its children may outlive it).
+    _groups: set[int] = field(default_factory=set)
 
     def start(self) -> Process:
         """Start the process in a new session (its own process group)."""
@@ -191,11 +195,17 @@ class Process:
         if self.popen is not None:
             self.popen.wait(timeout=STOP_TIMEOUT)
 
+    def request_stop(self) -> None:
+        """Send the stop signal to the process's group without waiting (remembering its tree first)."""
+        if self.popen is not None and self.popen.poll() is None:
+            self._groups = self.groups()
+            self.signal_groups({self.popen.pid}, self.stop_signal)
+
     def stop(self) -> None:
         """Ask the process to stop; kill what is left of its tree after STOP_TIMEOUT seconds."""
         if self.popen is None:
             return
-        groups = self.groups()
+        groups = self._groups | self.groups()
         if self.popen.poll() is None:
             self.signal_groups({self.popen.pid}, self.stop_signal)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -670,8 +680,12 @@ class Deployment:
     def stop(self) -> None:
         """Stop every process (Airflow first, PostgreSQL last) and remove the database's files."""
         began = time.monotonic()
-        for name in reversed(list(self.processes)):
-            self.processes[name].stop()
+        # The Airflow components shut down together (each takes seconds); the services they use after.
+        airflow = [p for p in self.processes.values() if p.name not in SERVICES]
+        for process in airflow:
+            process.request_stop()
+        for process in [*airflow, *reversed([p for p in self.processes.values() if p.name in SERVICES])]:
+            process.stop()
         self.timings["teardown"] = time.monotonic() - began
         if self.proxy is not None:
             self.proxy.stop()
