@@ -1,7 +1,7 @@
 """Scenario 2: the worker running a batched send is killed (-9); the retry resumes after the last batch.
 
-The worker is killed between two batches (after at least two are confirmed), its whole process group
-at once, as a crashed machine would stop. The scheduler notices the missing heartbeats (10 s, see the
+The worker is killed between two batches (after at least two are confirmed), with every process it
+started, as a crashed machine would stop. The scheduler notices the missing heartbeats (10 s, see the
 harness's tuning), fails the try and schedules the retry, which the other worker runs: it reads the
 send guard, skips the confirmed batches and sends the rest. Every number ends up in exactly one campaign.
 """
@@ -58,19 +58,44 @@ def guard_batches(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
     return {}
 
 
-def wait_between_batches(api: AirflowApi, sandbox: InspectionClient, run_id: str, timeout: float) -> int:
-    """Wait until at least KILL_AFTER batches are confirmed and the next one is not begun; return how many.
+def wait_for_guard(
+    api: AirflowApi, sandbox: InspectionClient, run_id: str, in_flight: bool, timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Wait until KILL_AFTER batches are confirmed and the next is in flight, or not begun; return them.
 
-    Between two batches the guard holds only ``sent`` batches and the sandbox as many campaigns.
+    Between two batches the guard holds only ``sent`` batches, and the sandbox as many campaigns. In
+    flight, the last batch is ``sending`` and the sandbox has recorded it but not yet answered (slowed).
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         batches = guard_batches(api, run_id)
-        sent = [index for index, batch in batches.items() if batch["state"] == "sent"]
-        if len(sent) >= KILL_AFTER and len(sent) == len(batches) == sandbox.requests().get("/send"):
-            return len(sent)
+        states = [batch["state"] for _, batch in sorted(batches.items(), key=lambda item: int(item[0]))]
+        expected = ["sent"] * (len(states) - 1) + ["sending" if in_flight else "sent"]
+        wanted = states.count("sent") >= KILL_AFTER and states == expected
+        if wanted and sandbox.requests().get("/send") == len(states):
+            return batches
         time.sleep(0.02)
-    raise DeploymentError(f"no pause between batches {KILL_AFTER} and {KILL_AFTER + 1} within {timeout} s")
+    raise DeploymentError(f"the send did not reach the wanted point within {timeout} s: {batches}")
+
+
+def start_and_kill(
+    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, in_flight: bool
+) -> tuple[str, dict[str, Any], dict[str, dict[str, Any]]]:
+    """Start a run of the batched send and kill its worker's whole process tree at the wanted point.
+
+    Returns the run's id, the first try (as the REST API gave it) and the guard's batches at the kill.
+    """
+    sandbox.set_credits(10 * NUMBERS)
+    sandbox.set_faults(slow=SLOW_SEND, endpoints=["/send"])
+    api.unpause(DAG_ID)
+    run_id = api.trigger(DAG_ID)
+    wait_for_guard(api, sandbox, run_id, in_flight, timeout=120)
+    first_try = api.task_instances(DAG_ID, run_id)["send"]
+    assert first_try["hostname"] in WORKERS
+    deployment.processes[first_try["hostname"]].kill()
+    # The task's process died with its worker; the guard is as it was at the kill.
+    assert process_state(first_try["pid"]) in (None, "Z"), f"task process {first_try['pid']} survived"
+    return run_id, first_try, guard_batches(api, run_id)
 
 
 def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed_batch(
@@ -80,22 +105,11 @@ def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed
     workers_back: None,
     timings: dict[str, float],
 ) -> None:
-    sandbox.set_credits(10 * NUMBERS)
-    sandbox.set_faults(slow=SLOW_SEND, endpoints=["/send"])
-    api.unpause(DAG_ID)
-    run_id = api.trigger(DAG_ID)
-
-    confirmed = wait_between_batches(api, sandbox, run_id, timeout=120)
-    first_try = api.task_instances(DAG_ID, run_id)["send"]
-    victim = first_try["hostname"]
-    assert victim in WORKERS
-    deployment.processes[victim].kill()
+    run_id, first_try, batches_at_kill = start_and_kill(deployment, api, sandbox, in_flight=False)
     killed_at = time.monotonic()
-
-    # The task's process died with its worker, and it had not begun another batch.
-    assert process_state(first_try["pid"]) in (None, "Z"), f"task process {first_try['pid']} survived"
-    batches_at_kill = guard_batches(api, run_id)
-    assert len(batches_at_kill) == confirmed, "the kill landed after the next batch began"
+    victim = first_try["hostname"]
+    confirmed = len(batches_at_kill)
+    assert confirmed >= KILL_AFTER
     assert {batch["state"] for batch in batches_at_kill.values()} == {"sent"}
 
     assert api.wait_run(DAG_ID, run_id, timeout=180) == "success"
@@ -121,3 +135,26 @@ def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed
     assert counts.keys() == {number(i) for i in range(NUMBERS)}
     assert {batch["state"] for batch in guard_batches(api, run_id).values()} == {"sent"}
     timings["scenario 2: from the kill to the retry's success"] = recovered_in
+
+
+def test_a_worker_killed_during_a_post_the_retry_refuses_to_send_that_batch_again(
+    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, workers_back: None
+) -> None:
+    run_id, first_try, batches_at_kill = start_and_kill(deployment, api, sandbox, in_flight=True)
+    in_flight = max(batches_at_kill, key=int)
+    assert batches_at_kill[in_flight]["state"] == "sending"
+
+    # The retry fails, naming the batch whose outcome is unknown: it was recorded by the service before
+    # the worker died, so sending it again would send its numbers twice.
+    assert api.wait_run(DAG_ID, run_id, timeout=180) == "failed"
+    tries = api.tries(DAG_ID, run_id, "send")
+    assert [(t["try_number"], t["state"]) for t in tries] == [(1, "failed"), (2, "failed")]
+    assert tries[0]["hostname"] == first_try["hostname"]
+    log = api.log(DAG_ID, run_id, "send", 2)
+    assert f"Batch {int(in_flight) + 1}/{BATCHES} may have been sent by an earlier attempt" in log
+    campaigns = sandbox.campaigns()
+    assert len(campaigns) == len(batches_at_kill)
+    counts = Counter(n for campaign in campaigns for n in campaign["sent_to"])
+    assert set(counts.values()) == {1}
+    assert len(counts) == len(batches_at_kill) * BATCH_SIZE
+    assert guard_batches(api, run_id) == batches_at_kill
