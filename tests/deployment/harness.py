@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import requests
 
@@ -181,7 +181,8 @@ class Process:
         """
         if self.popen is None:
             return set()
-        return {self.popen.pid} | {os.getpgid(pid) for pid in descendants(self.popen.pid) if _exists(pid)}
+        groups = {_process_group(pid) for pid in descendants(self.popen.pid)}
+        return {self.popen.pid} | {group for group in groups if group is not None}
 
     def signal_groups(self, groups: set[int], signum: int) -> None:
         """Send ``signum`` to every group in ``groups``."""
@@ -190,10 +191,21 @@ class Process:
                 os.killpg(group, signum)
 
     def kill(self) -> None:
-        """``kill -9`` the process and everything it started at once, as a crashed machine would stop."""
+        """``kill -9`` the process and everything it started at once, as a crashed machine would stop.
+
+        Returns once every one of them is dead (SIGKILL is delivered asynchronously).
+        """
+        if self.popen is None:
+            return
+        tree = [self.popen.pid, *descendants(self.popen.pid)]
         self.signal_groups(self.groups(), signal.SIGKILL)
-        if self.popen is not None:
-            self.popen.wait(timeout=STOP_TIMEOUT)
+        self.popen.wait(timeout=STOP_TIMEOUT)
+        wait_for(
+            f"the processes of {self.name} to die",
+            lambda: all(process_state(pid) in (None, "Z") for pid in tree),
+            STOP_TIMEOUT,
+            interval=0.05,
+        )
 
     def request_stop(self) -> None:
         """Send the stop signal to the process's group without waiting (remembering its tree first)."""
@@ -242,12 +254,22 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _exists(pid: int) -> bool:
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``Z``: dead, not yet reaped), or None when it is gone."""
     try:
-        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    # The command name (in parentheses) may hold spaces: the state follows its closing parenthesis.
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _process_group(pid: int) -> int | None:
+    """The process group of ``pid``, or None when it has ended meanwhile."""
+    try:
+        return os.getpgid(pid)
     except ProcessLookupError:
-        return False
-    return True
+        return None
 
 
 # ------------------------------------------------------------------------------- recording proxy
@@ -393,9 +415,8 @@ class Deployment:
     sandbox_url: str = ""
     proxy: RecordingProxy | None = None
     api: AirflowApi | None = None
-    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    shared_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _pg_data: Path | None = None
-    _sandbox_stdout: IO[bytes] | None = None
 
     @property
     def home(self) -> Path:
@@ -575,14 +596,14 @@ class Deployment:
 
     def _secret(self, name: str) -> str:
         # One value per deployment, shared by every process (a JWT signed by one must verify in another).
-        if name not in self.secrets:
+        if name not in self.shared_secrets:
             if name == "fernet":
                 from cryptography.fernet import Fernet
 
-                self.secrets[name] = Fernet.generate_key().decode()
+                self.shared_secrets[name] = Fernet.generate_key().decode()
             else:
-                self.secrets[name] = secrets.token_urlsafe(32)
-        return self.secrets[name]
+                self.shared_secrets[name] = secrets.token_urlsafe(32)
+        return self.shared_secrets[name]
 
     def _migrate(self) -> None:
         result = subprocess.run(

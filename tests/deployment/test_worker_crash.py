@@ -12,14 +12,13 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.dags.deployment_batched_send import BATCH_SIZE, NUMBERS, number
-from tests.deployment.harness import WORKERS, AirflowApi, Deployment, DeploymentError
+from tests.deployment.harness import WORKERS, AirflowApi, Deployment, DeploymentError, process_state
 
 pytestmark = pytest.mark.deployment
 
@@ -37,16 +36,6 @@ def workers_back(deployment: Deployment) -> Iterator[None]:
     for name in WORKERS:
         if not deployment.processes[name].running:
             deployment.start_component(name)
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter of process ``pid`` (``Z``: dead, not yet reaped), or None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None
-    # The command name (in parentheses) may hold spaces: the state follows its closing parenthesis.
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def guard_batches(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
