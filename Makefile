@@ -24,8 +24,10 @@ STAMP := $(VENV)/.installed-$(AIRFLOW_VERSION)
 STAMP_MIN := $(VENV_MIN)/.installed-$(AIRFLOW_MIN_VERSION)
 # Extra pytest arguments for both runs of the suite, e.g. PYTEST_ARGS="-x tests/unit".
 PYTEST_ARGS ?=
+# Extra pytest arguments for the deployment suite, e.g. DEPLOYMENT_ARGS="-k crash".
+DEPLOYMENT_ARGS ?=
 
-.PHONY: install install-min test test-latest test-min lint typecheck docs docs-check browser demo bench clean
+.PHONY: install install-min test test-latest test-deployment test-min lint typecheck docs docs-check browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,20 +68,32 @@ docs: $(STAMP)
 docs-check: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 
-# lint, mypy, the manual, the suite on the latest Airflow with coverage, then on the lowest.
-test: lint typecheck docs-check test-latest test-min
+# lint, mypy, the manual, the suite on the latest Airflow with coverage, the deployment suite, then the
+# suite on the lowest.
+test: lint typecheck docs-check test-latest test-deployment test-min
+
+# tests/deployment runs only in test-deployment: the other runs leave it out.
+NO_DEPLOYMENT := --ignore=tests/deployment
 
 # Branch coverage of the package, measured in process; settings and fail_under (90 %) in pyproject.toml.
 # `coverage run`, not pytest-cov: the provider's own pytest plugin (entry point pytest11) imports the
 # package before pytest-cov would start, so its import-time lines would count as missed.
 test-latest: $(STAMP) browser
-	$(BIN)/python -m coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m coverage run -m pytest $(NO_DEPLOYMENT) $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report
 
-# tests/ui drives the React UI of the latest Airflow only (see README, "Development").
+# A distributed Airflow on 127.0.0.1 (PostgreSQL, Redis, CeleryExecutor with two workers, the triggerer),
+# latest Airflow only: installs Debian's postgresql and redis-server with apt when missing (as root), and
+# fails, never skips, when it cannot. Its Airflow runs in subprocesses, so it adds nothing to coverage.
+# See docs/running-in-production.md.
+test-deployment: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider tests/deployment $(DEPLOYMENT_ARGS)
+
+# tests/ui drives the React UI of the latest Airflow only (see README, "Development"); tests/deployment
+# runs on the latest Airflow only (test-deployment).
 test-min: $(STAMP_MIN)
 	@$(BIN_MIN)/python -c 'import sys, airflow; print(f"lowest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
-	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(PYTEST_ARGS)
+	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NO_DEPLOYMENT) $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m dags_examples.demo

@@ -37,8 +37,12 @@ MESSAGE = {
     "text": "Weekly deals: 20% off everything until Sunday in all our stores.",
     "pushtype": "marketing",
 }
-# Two hours after the data interval ends (an ISO-8601 string with offset; converted to Paris time).
-DELAY = "{{ data_interval_end.add(hours=2) }}"
+# Two hours after the data interval ends (an ISO-8601 string with offset; converted to Paris time). A run
+# triggered without a logical date (REST API, UI) has no data interval: two hours after it was triggered.
+DELAY = (
+    "{{ ((data_interval_end if data_interval_end is defined else dag_run.run_after)"
+    " + macros.timedelta(hours=2)).isoformat() }}"
+)
 
 
 @dag(

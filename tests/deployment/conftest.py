@@ -1,0 +1,73 @@
+"""The deployment (tests/deployment/harness.py) once per session, stopped at the end whatever happened.
+
+``make test-deployment`` runs this folder on its own; the other pytest runs leave it out (see the
+Makefile). The start-up time and each scenario's time are printed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_provider_sms.sandbox.server import InspectionClient
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests.deployment.harness import AirflowApi, Deployment, running_deployment
+
+if TYPE_CHECKING:
+    from tests.token_canary import TokenCanary
+
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCanary) -> Iterator[Deployment]:
+    """PostgreSQL, Redis, the sandbox and a CeleryExecutor Airflow, all on 127.0.0.1, for the session."""
+    root = tmp_path_factory.mktemp("deployment")
+    # The task logs, the triggerer's and every component's output are scanned for the token at the end.
+    token_canary.watch_airflow_home(root)
+    with running_deployment(root, TEST_TOKEN) as started:
+        TIMINGS.update({f"start-up: {step}": seconds for step, seconds in started.timings.items()})
+        yield started
+    TIMINGS["teardown"] = started.timings["teardown"]
+    leftovers = started.leftovers()
+    assert leftovers == [], f"still running after the deployment stopped: {leftovers}"
+
+
+@pytest.fixture
+def api(deployment: Deployment) -> AirflowApi:
+    """Airflow's REST API of the deployment (logged in)."""
+    assert deployment.api is not None
+    return deployment.api
+
+
+@pytest.fixture
+def sandbox(deployment: Deployment) -> Iterator[InspectionClient]:
+    """The sandbox's inspection API, reset to its seeds with no faults before and after the test."""
+    client = InspectionClient(deployment.sandbox_url)
+    client.reset()
+    yield client
+    client.reset()
+
+
+@pytest.fixture
+def timings() -> dict[str, float]:
+    """Figures a scenario adds to the timings printed at the end (seconds)."""
+    return TIMINGS
+
+
+@pytest.fixture(autouse=True)
+def _scenario_timer(request: pytest.FixtureRequest) -> Iterator[None]:
+    began = time.monotonic()
+    yield
+    TIMINGS[f"scenario: {request.node.name}"] = time.monotonic() - began
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the deployment's start-up time (per step) and each scenario's time."""
+    if TIMINGS:
+        terminalreporter.section("deployment timings")
+        for what, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{what}: {seconds:.1f} s")

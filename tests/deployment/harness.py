@@ -1,0 +1,730 @@
+"""A distributed Airflow on 127.0.0.1: PostgreSQL, Redis, CeleryExecutor, the triggerer and the sandbox.
+
+:class:`Deployment` starts, each on a free port and with throwaway directories:
+
+- PostgreSQL (Debian's ``postgresql``) as the metadata database: ``initdb`` then ``postgres`` in the
+  foreground, run as the ``postgres`` user when we are root (both refuse to run as root);
+- Redis (Debian's ``redis-server``) as the Celery broker, without persistence;
+- the SMS sandbox as the service (``python -m airflow_provider_sms.sandbox --port 0``), and a recording
+  proxy in front of it that only the triggerer's connection goes through;
+- Airflow: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and two ``celery worker``s.
+
+Every process runs in its own session (process group), so :meth:`Deployment.stop` ends it with all its
+children. Missing Debian packages are installed with apt once; when that is impossible the harness
+raises :class:`DeploymentError` (the tests fail, they never skip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import http.client
+import http.server
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+AIRFLOW = str(BIN / "airflow")
+TEST_DAGS = Path(__file__).resolve().parent / "dags"
+DEBIAN_PACKAGES = ("postgresql", "redis-server")
+WORKERS = ("worker1", "worker2")
+# What Airflow uses: stopped after the Airflow components.
+SERVICES = ("postgres", "redis", "sandbox")
+# Settings that make a two-core machine react in seconds rather than minutes (see the docs page).
+TUNING = {
+    # A task whose worker died is failed (then retried) 10 s after its last heartbeat, checked every 2 s.
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "10",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+    "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+    "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+    "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+    "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+    "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+    "AIRFLOW__CORE__PARALLELISM": "8",
+    "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
+    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+}
+CELERY_EXECUTOR = "airflow.providers.celery.executors.celery_executor.CeleryExecutor"
+# What a component prints once it works (the API server is ready when its port answers).
+READY_MARKERS = {"worker1": "ready.", "worker2": "ready.", "triggerer": "Starting the triggerer"}
+START_TIMEOUT = 180.0
+STOP_TIMEOUT = 15.0
+
+
+class DeploymentError(RuntimeError):
+    """The deployment could not be started (a package, a process or a port is missing)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.2) -> None:
+    """Call ``check`` until it returns True; raise :class:`DeploymentError` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, requests.RequestException):
+            if check():
+                return
+        time.sleep(interval)
+    raise DeploymentError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+# ------------------------------------------------------------------------------- Debian packages
+
+
+def postgres_bin() -> Path | None:
+    """The newest ``/usr/lib/postgresql/<version>/bin`` (Debian keeps initdb and postgres there)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(p.split("/")[4]))
+    return Path(found[-1]).parent if found else None
+
+
+def ensure_debian_packages() -> None:
+    """Install postgresql and redis-server with apt when missing; raise when that is impossible."""
+    if postgres_bin() is not None and shutil.which("redis-server"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise DeploymentError(
+            f"tests/deployment needs Debian's {' and '.join(DEBIAN_PACKAGES)}: install them "
+            "(apt-get install -y postgresql redis-server) or run as root on Debian so that they are installed"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *DEBIAN_PACKAGES]):
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+        if result.returncode != 0:
+            raise DeploymentError(
+                f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+            )
+    if postgres_bin() is None or not shutil.which("redis-server"):
+        raise DeploymentError(
+            f"apt-get installed {DEBIAN_PACKAGES} but initdb or redis-server is still missing"
+        )
+
+
+# ------------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Process:
+    """One long-running process of the deployment, in its own process group, its output in a file."""
+
+    name: str
+    command: list[str]
+    env: Mapping[str, str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    stop_signal: int = signal.SIGTERM
+    # Where this start's output begins in the log (a restarted component appends to it).
+    log_offset: int = 0
+    # The process groups of its tree when it was asked to stop (its children may outlive it).
+    _groups: set[int] = field(default_factory=set)
+
+    def start(self) -> Process:
+        """Start the process in a new session (its own process group)."""
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                self.command,
+                env=dict(self.env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log(self) -> str:
+        """The output of this start of the process so far."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_offset)
+            return log.read().decode(errors="replace")
+
+    def groups(self) -> set[int]:
+        """The process groups of the process and of everything it started.
+
+        Airflow's task supervisor puts each task process in a group of its own (to signal its whole
+        tree), so a worker's group alone does not hold its running tasks.
+        """
+        if self.popen is None:
+            return set()
+        groups = {_process_group(pid) for pid in descendants(self.popen.pid)}
+        return {self.popen.pid} | {group for group in groups if group is not None}
+
+    def signal_groups(self, groups: set[int], signum: int) -> None:
+        """Send ``signum`` to every group in ``groups``."""
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+
+    def kill(self) -> None:
+        """``kill -9`` the process and everything it started at once, as a crashed machine would stop.
+
+        Returns once every one of them is dead (SIGKILL is delivered asynchronously).
+        """
+        if self.popen is None:
+            return
+        tree = [self.popen.pid, *descendants(self.popen.pid)]
+        self.signal_groups(self.groups(), signal.SIGKILL)
+        self.popen.wait(timeout=STOP_TIMEOUT)
+        wait_for(
+            f"the processes of {self.name} to die",
+            lambda: all(process_state(pid) in (None, "Z") for pid in tree),
+            STOP_TIMEOUT,
+            interval=0.05,
+        )
+
+    def request_stop(self) -> None:
+        """Send the stop signal to the process's group without waiting (remembering its tree first)."""
+        if self.popen is not None and self.popen.poll() is None:
+            self._groups = self.groups()
+            self.signal_groups({self.popen.pid}, self.stop_signal)
+
+    def stop(self) -> None:
+        """Ask the process to stop; kill what is left of its tree after STOP_TIMEOUT seconds."""
+        if self.popen is None:
+            return
+        groups = self._groups | self.groups()
+        if self.popen.poll() is None:
+            self.signal_groups({self.popen.pid}, self.stop_signal)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=STOP_TIMEOUT)
+        # Children left behind (by a process that died first, or in groups of their own) are killed.
+        self.signal_groups(groups, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=STOP_TIMEOUT)
+
+    def alive(self) -> bool:
+        """Whether the process or anything in its own group is still there."""
+        if self.popen is None:
+            return False
+        try:
+            os.killpg(self.popen.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of process ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # The command name (in parentheses) may hold spaces: the fields follow its closing parenthesis.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``Z``: dead, not yet reaped), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    # The command name (in parentheses) may hold spaces: the state follows its closing parenthesis.
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _process_group(pid: int) -> int | None:
+    """The process group of ``pid``, or None when it has ended meanwhile."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+# ------------------------------------------------------------------------------- recording proxy
+
+
+class RecordingProxy:
+    """A loopback HTTP proxy to the sandbox that records the method and path of every request.
+
+    Only the triggerer's connection points at it, so what it records is what the triggerer sent.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.requests: list[tuple[str, str]] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                proxy.requests.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    answer = upstream.getresponse()
+                    payload = answer.read()
+                finally:
+                    upstream.close()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # the requests are recorded above; nothing to print
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="recording-proxy", daemon=True
+        )
+
+    def start(self) -> RecordingProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+# ------------------------------------------------------------------------------- Airflow's REST API
+
+
+class AirflowApi:
+    """A client of Airflow's public REST API (/api/v2) with a JWT from the simple auth manager."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.session = requests.Session()
+
+    def login(self) -> None:
+        """Get a JWT: with ``simple_auth_manager_all_admins`` GET /auth/token needs no credentials."""
+        response = self.session.get(f"{self.base_url}/auth/token", timeout=30)
+        response.raise_for_status()
+        self.session.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.session.request(method, f"{self.base_url}/api/v2{path}", timeout=30, **kwargs)
+        if not response.ok:
+            raise requests.HTTPError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
+        return response.json() if response.content else None
+
+    def unpause(self, dag_id: str) -> None:
+        self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None) -> str:
+        """Trigger a run now; return its run_id."""
+        run = self.call(
+            "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": dict(conf or {})}
+        )
+        return str(run["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> str:
+        """Wait until the run is finished; return its state (``success`` or ``failed``)."""
+        states: list[str] = []
+        wait_for(
+            f"run {run_id} of {dag_id} to finish",
+            lambda: states.append(self.run_state(dag_id, run_id)) or states[-1] in ("success", "failed"),
+            timeout,
+            interval=1.0,
+        )
+        return states[-1]
+
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+        body = self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {ti["task_id"]: ti for ti in body["task_instances"]}
+
+    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        body = self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/tries")
+        return sorted(body["task_instances"], key=lambda t: t["try_number"])
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+        return self.call("GET", path, params={"deserialize": "true"})["value"]
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """The task's log of one try (the worker's lines and, for a deferred task, the triggerer's)."""
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}"
+        body = self.call("GET", path, params={"full_content": "true"})
+        return "\n".join(json.dumps(line) if not isinstance(line, str) else line for line in body["content"])
+
+    def variables(self, pattern: str) -> dict[str, str]:
+        body = self.call("GET", "/variables", params={"variable_key_pattern": pattern, "limit": 100})
+        return {v["key"]: v["value"] for v in body["variables"]}
+
+
+# ------------------------------------------------------------------------------- the deployment
+
+
+@dataclass
+class Deployment:
+    """The whole deployment; :meth:`start` brings it up, :meth:`stop` takes every part down.
+
+    :param root: a throwaway directory for AIRFLOW_HOME, the DAGs folder and the process logs.
+    :param token: the sandbox's access token (the connection's password).
+    """
+
+    root: Path
+    token: str = field(repr=False)
+    processes: dict[str, Process] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    sandbox_url: str = ""
+    proxy: RecordingProxy | None = None
+    api: AirflowApi | None = None
+    shared_secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    _pg_data: Path | None = None
+
+    @property
+    def home(self) -> Path:
+        return self.root / "airflow_home"
+
+    @property
+    def dags_folder(self) -> Path:
+        return self.root / "dags"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "process_logs"
+
+    # -------------------------------------------------------------------- start
+
+    def start(self) -> Deployment:
+        """Start every part; on any failure, stop what was started and raise."""
+        began = time.monotonic()
+        try:
+            self._timed("debian packages", ensure_debian_packages)
+            for folder in (self.home, self.dags_folder, self.logs):
+                folder.mkdir(parents=True, exist_ok=True)
+            self._copy_dags()
+            self._timed("postgres", self._start_postgres)
+            self._timed("redis", self._start_redis)
+            self._timed("sandbox", self._start_sandbox)
+            self._timed("airflow db migrate", self._migrate)
+            self._timed("airflow components", self._start_airflow)
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total start-up"] = time.monotonic() - began
+        return self
+
+    def _timed(self, what: str, step: Callable[[], None]) -> None:
+        began = time.monotonic()
+        step()
+        self.timings[what] = time.monotonic() - began
+
+    def _copy_dags(self) -> None:
+        for source in [
+            *sorted((REPO / "dags_examples").glob("sms_*.py")),
+            *sorted(TEST_DAGS.glob("[!_]*.py")),
+        ]:
+            shutil.copy(source, self.dags_folder / source.name)
+
+    def _as_postgres(self, command: list[str]) -> list[str]:
+        # initdb and postgres refuse to run as root; Debian's package creates the postgres user.
+        return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+    def _start_postgres(self) -> None:
+        pg_bin = postgres_bin()
+        assert pg_bin is not None
+        # Under /tmp, not the pytest temp dir: that one is private to root, and postgres must own its data.
+        self._pg_data = Path(tempfile.mkdtemp(prefix="sms-deployment-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self._pg_data, "postgres", "postgres")
+        initdb = self._as_postgres(
+            [
+                str(pg_bin / "initdb"),
+                "-D",
+                str(self._pg_data),
+                "-U",
+                "airflow",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]
+        )
+        result = subprocess.run(initdb, capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            raise DeploymentError(f"initdb failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        port = self.ports["postgres"] = free_port()
+        command = self._as_postgres(
+            [
+                str(pg_bin / "postgres"),
+                "-D",
+                str(self._pg_data),
+                "-p",
+                str(port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                f"unix_socket_directories={self._pg_data}",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ]
+        )
+        # SIGINT is PostgreSQL's "fast" shutdown: it ends the sessions instead of waiting for them.
+        self._spawn("postgres", command, os.environ, stop_signal=signal.SIGINT)
+        createdb = [str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "airflow", "airflow"]
+        wait_for(
+            "postgres to accept connections",
+            lambda: subprocess.run(createdb, capture_output=True, timeout=30, check=False).returncode == 0,
+            60,
+            interval=0.3,
+        )
+
+    def _start_redis(self) -> None:
+        port = self.ports["redis"] = free_port()
+        command = [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.root),
+        ]
+        self._spawn("redis", command, os.environ)
+        wait_for("redis to accept connections", lambda: port_open(port), 30)
+
+    def _start_sandbox(self) -> None:
+        command = [sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--token", self.token]
+        process = self._spawn("sandbox", command, os.environ)
+        # The CLI prints exactly one line on stdout once it accepts connections: its URL.
+        wait_for("the sandbox to listen", lambda: "SMS sandbox listening on" in process.log(), 30)
+        self.sandbox_url = process.log().split("SMS sandbox listening on ", 1)[1].split()[0]
+        port = int(self.sandbox_url.rsplit(":", 1)[1])
+        self.proxy = RecordingProxy(port).start()
+
+    def connection(self, url: str) -> str:
+        """The sms_default connection (JSON form) to ``url``, with the sandbox's token."""
+        extra = {"format": "json"}
+        return json.dumps({"conn_type": "sms", "host": url, "password": self.token, "extra": extra})
+
+    def airflow_env(self, **extra: str) -> dict[str, str]:
+        """The environment every Airflow process of the deployment shares (configuration by variables)."""
+        postgres = f"airflow@127.0.0.1:{self.ports['postgres']}/airflow"
+        api = self.ports.setdefault("api", free_port())
+        env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "PYTHONPATH": str(REPO),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": CELERY_EXECUTOR,
+                "AIRFLOW__CORE__FERNET_KEY": self._secret("fernet"),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api}/execution/",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                # Each worker names itself (SMS_DEPLOYMENT_WORKER), so a task instance's hostname says
+                # which worker ran it although both run on this machine.
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tests.deployment.hostname.worker_name",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{postgres}",
+                "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{self.ports['redis']}/0",
+                "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg2://{postgres}",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(api),
+                "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api}",
+                "AIRFLOW__API__SECRET_KEY": self._secret("api"),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt"),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(
+                    self.ports.setdefault("worker_logs", free_port())
+                ),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(
+                    self.ports.setdefault("trigger_logs", free_port())
+                ),
+                "AIRFLOW_CONN_SMS_DEFAULT": self.connection(self.sandbox_url),
+                **TUNING,
+            }
+        )
+        env.update(extra)
+        return env
+
+    def _secret(self, name: str) -> str:
+        # One value per deployment, shared by every process (a JWT signed by one must verify in another).
+        if name not in self.shared_secrets:
+            if name == "fernet":
+                from cryptography.fernet import Fernet
+
+                self.shared_secrets[name] = Fernet.generate_key().decode()
+            else:
+                self.shared_secrets[name] = secrets.token_urlsafe(32)
+        return self.shared_secrets[name]
+
+    def _migrate(self) -> None:
+        result = subprocess.run(
+            [AIRFLOW, "db", "migrate"],
+            env=self.airflow_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise DeploymentError(
+                f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
+
+    def component_command(self, name: str) -> list[str]:
+        """The command line of an Airflow component (``worker1``/``worker2`` are Celery workers)."""
+        if name in WORKERS:
+            # --skip-serve-logs: two workers on one host would fight for the log server's port; the
+            # API server reads the task logs from the shared folder instead.
+            return [
+                AIRFLOW,
+                "celery",
+                "worker",
+                "--celery-hostname",
+                f"{name}@%h",
+                "--skip-serve-logs",
+                "--without-mingle",
+                "--without-gossip",
+            ]
+        return [AIRFLOW, name]
+
+    def component_env(self, name: str) -> dict[str, str]:
+        if name == "triggerer":
+            assert self.proxy is not None
+            # Only the triggerer reaches the sandbox through the recording proxy.
+            return self.airflow_env(
+                AIRFLOW_CONN_SMS_DEFAULT=self.connection(f"http://127.0.0.1:{self.proxy.port}")
+            )
+        return self.airflow_env(SMS_DEPLOYMENT_WORKER=name)
+
+    def start_component(self, name: str) -> Process:
+        """Start (or restart) an Airflow component; wait until it is ready."""
+        process = self._spawn(name, self.component_command(name), self.component_env(name))
+        self.wait_ready(name)
+        return process
+
+    def ready(self, name: str) -> bool:
+        """Whether a component is up: the API server's port answers, or the log says it is ready."""
+        if name == "api-server":
+            return port_open(self.ports["api"])
+        marker = READY_MARKERS.get(name)
+        return marker is None or marker in self.processes[name].log()
+
+    def wait_ready(self, name: str) -> None:
+        """Wait until :meth:`ready`; raise when the component exits first."""
+        process = self.processes[name]
+        wait_for(f"{name} to be ready", lambda: self.ready(name) or not process.running, START_TIMEOUT)
+        if not process.running:
+            raise DeploymentError(f"{name} exited at start:\n{process.log()[-4000:]}")
+
+    def _start_airflow(self) -> None:
+        for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
+            self._spawn(name, self.component_command(name), self.component_env(name))
+        for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
+            self.wait_ready(name)
+        self.api = AirflowApi(f"http://127.0.0.1:{self.ports['api']}")
+        wait_for("a JWT from the API server", lambda: self.api.login() is None, START_TIMEOUT)  # type: ignore[union-attr]
+        expected = {path.stem for path in self.dags_folder.glob("*.py")}
+        wait_for(
+            "every DAG to be parsed", lambda: expected <= self.parsed_dag_ids(), START_TIMEOUT, interval=1.0
+        )
+
+    def parsed_dag_ids(self) -> set[str]:
+        """The DAGs the dag-processor has stored; raise at the first import error instead of waiting."""
+        assert self.api is not None
+        errors = self.api.call("GET", "/importErrors")["import_errors"]
+        if errors:
+            raise DeploymentError(f"DAG import errors: {json.dumps(errors, indent=1)[:4000]}")
+        return self.dag_ids()
+
+    def dag_ids(self) -> set[str]:
+        assert self.api is not None
+        return {dag["dag_id"] for dag in self.api.call("GET", "/dags", params={"limit": 100})["dags"]}
+
+    def _spawn(
+        self, name: str, command: list[str], env: Mapping[str, str], stop_signal: int = signal.SIGTERM
+    ) -> Process:
+        process = Process(name, command, env, self.logs / f"{name}.log", stop_signal=stop_signal).start()
+        self.processes[name] = process
+        return process
+
+    # -------------------------------------------------------------------- stop
+
+    def stop(self) -> None:
+        """Stop every process (Airflow first, PostgreSQL last) and remove the database's files."""
+        began = time.monotonic()
+        # The Airflow components shut down together (each takes seconds); the services they use after.
+        airflow = [p for p in self.processes.values() if p.name not in SERVICES]
+        for process in airflow:
+            process.request_stop()
+        for process in [*airflow, *reversed([p for p in self.processes.values() if p.name in SERVICES])]:
+            process.stop()
+        self.timings["teardown"] = time.monotonic() - began
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self._pg_data is not None:
+            shutil.rmtree(self._pg_data, ignore_errors=True)
+
+    def leftovers(self) -> list[str]:
+        """Processes still alive and ports still open after :meth:`stop` (both should be empty)."""
+        alive = [p.name for p in self.processes.values() if p.running or p.alive()]
+        ports = [f"{name}:{port}" for name, port in self.ports.items() if port_open(port)]
+        return alive + ports
+
+
+@contextlib.contextmanager
+def running_deployment(root: Path, token: str) -> Iterator[Deployment]:
+    """A started :class:`Deployment`, stopped on exit whatever happened."""
+    deployment = Deployment(root, token)
+    try:
+        yield deployment.start()
+    finally:
+        deployment.stop()
