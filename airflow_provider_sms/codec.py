@@ -20,10 +20,11 @@ from xml.sax.saxutils import escape, quoteattr
 from defusedxml import DefusedXmlException, DTDForbidden
 from pydantic import BaseModel, ValidationError
 
-from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError
+from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError, SmsValidationError
 from airflow_provider_sms.models import (
     ApiEnvelope,
     CampaignResult,
+    DeliveryReport,
     ListRef,
     Message,
     NpaiList,
@@ -255,6 +256,24 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def encode_delivery_report(report: DeliveryReport) -> bytes:
+    """The body of the service's POST to a DLR webhook: one report, JSON (the only format it posts)."""
+    return report.model_dump_json().encode()
+
+
+def decode_delivery_report(body: bytes) -> DeliveryReport:
+    """Read the body of one delivery report (JSON); a malformed or invalid one raises SmsValidationError.
+
+    What a receiver of the service's DLR calls gets: the error names the field and the rule, so that
+    it can answer the caller with a clear 4xx.
+    """
+    try:
+        return DeliveryReport.model_validate_json(body)
+    except ValidationError as exc:
+        errors = format_errors(exc, "report")
+        raise SmsValidationError("; ".join(f"{name}: {text}" for name, text in errors), errors) from None
 
 
 def decode_envelope(body: bytes, fmt: WireFormat) -> ApiEnvelope:

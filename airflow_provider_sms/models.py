@@ -7,6 +7,7 @@ gives, with errors that name the field and the rule. Response models (:class:`Ca
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
@@ -334,6 +335,70 @@ class NpaiList(SmsModel):
     entries: list[NpaiEntry] = Field(default_factory=list, alias="list")
     total_records: int | None = Field(default=None, alias="totalRecords")
     total_display_records: int | None = Field(default=None, alias="totalDisplayRecords")
+
+
+# Statuses of a delivery report, as the service numbers them (8 and 10 are not used).
+DELIVERY_STATUSES: dict[int, str] = {
+    0: "not sent",
+    1: "sent",
+    2: "not delivered",
+    3: "delivered",
+    4: "not allowed",
+    5: "invalid destination",
+    6: "invalid sender",
+    7: "route not available",
+    9: "rejected",
+    11: "network error",
+    12: "expired",
+}
+# "sent" means handed to the carrier, its fate still unknown; every other status is the last word.
+PENDING_DELIVERY_STATUSES = frozenset({1})
+
+
+class DeliveryReport(SmsModel):
+    """One delivery report (DLR): the fate of one message, as the service posts it to a DLR webhook.
+
+    :param date: when the status was reached, ISO 8601 with an offset (a naive date is refused).
+    :param status: the delivery status (:data:`DELIVERY_STATUSES`; an undocumented one is kept).
+    :param destination: the telephone number, digits only.
+    :param message_id: the ``gsmsmsid`` given for this number on POST /send, if one was.
+    :param campaign_id: the campaign's id (the send's ``ticket``).
+    :param country_code: the destination's country, e.g. ``FR``.
+    """
+
+    date: dt.datetime
+    status: int
+    destination: str
+    message_id: str | None = None
+    campaign_id: int
+    country_code: str | None = None
+
+    @field_validator("date")
+    @classmethod
+    def _aware(cls, value: dt.datetime) -> dt.datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("the date has no offset; delivery reports carry ISO 8601 dates with one")
+        return value
+
+    @field_validator("destination", mode="before")
+    @classmethod
+    def _number(cls, value: object) -> str:
+        return normalize_number(value)
+
+    @field_validator("message_id", mode="before")
+    @classmethod
+    def _message_id_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else (value or None)
+
+    @property
+    def status_name(self) -> str:
+        """The status in words, e.g. ``delivered`` (``status 8`` for one the service does not document)."""
+        return DELIVERY_STATUSES.get(self.status, f"status {self.status}")
+
+    @property
+    def final(self) -> bool:
+        """Whether the status is the message's last word (anything but ``sent``)."""
+        return self.status not in PENDING_DELIVERY_STATUSES
 
 
 class ApiEnvelope(SmsModel):

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from airflow_provider_sms import codec
 from airflow_provider_sms.delay import PARIS
 from airflow_provider_sms.exceptions import SmsApiError
-from airflow_provider_sms.models import NpaiList
+from airflow_provider_sms.models import DeliveryReport, NpaiList
 from airflow_provider_sms.sandbox.state import CAMPAIGN_PATHS, COUNTRY_CODES, Faults, SandboxState
 
 # HTTP status of each error status (the real service's codes are not documented; these are ours).
@@ -347,17 +347,19 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
         return
     sent_to = set(record["sent_to"])
     reports = [
-        {
-            "date": pendulum.now(PARIS).isoformat(),
-            "status": 3,
-            "destination": recipient["value"],
-            "message_id": recipient["gsmsmsid"],
-            "campaign_id": int(record["ticket"]),
-            "country_code": next(
-                (code for prefix, code in COUNTRY_CODES.items() if recipient["value"].startswith(prefix)),
-                None,
-            ),
-        }
+        codec.encode_delivery_report(
+            DeliveryReport(
+                date=pendulum.now(PARIS),
+                status=3,
+                destination=recipient["value"],
+                message_id=recipient["gsmsmsid"],
+                campaign_id=int(record["ticket"]),
+                country_code=next(
+                    (code for prefix, code in COUNTRY_CODES.items() if recipient["value"].startswith(prefix)),
+                    None,
+                ),
+            )
+        )
         for recipient in record["recipients"]
         if recipient.get("gsmsmsid") and recipient["value"] in sent_to
     ]
@@ -368,9 +370,11 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
         with httpx.Client(timeout=5) as client:
             for report in reports:
                 try:
-                    code = client.post(
-                        webhook.url, json=report, headers={"X-SMSFactor-Signature": webhook.signature or ""}
-                    ).status_code
+                    headers = {
+                        "Content-Type": "application/json",
+                        "X-SMSFactor-Signature": webhook.signature or "",
+                    }
+                    code = client.post(webhook.url, content=report, headers=headers).status_code
                 except httpx.HTTPError:
                     code = 0
                 state.record_webhook_call(DLR_WEBHOOK_ID, code)
