@@ -276,6 +276,10 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
     def campaigns() -> list[dict[str, Any]]:
         return list(state.campaigns)
 
+    @app.get(f"{INSPECTION_PREFIX}/delivery-reports")
+    def delivery_reports() -> dict[str, Any]:
+        return {"attempted": state.dlr_attempts, "acknowledged": list(state.dlr_acknowledged)}
+
     @app.post(f"{INSPECTION_PREFIX}/reset")
     def reset() -> dict[str, str]:
         state.reset()
@@ -334,10 +338,12 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
 
 
 def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
-    """POST one delivery report per sent recipient with a gsmsmsid to DLR webhook "1", loopback only.
+    """POST one delivery report per number sent to DLR webhook "1", loopback only, as the service does.
 
-    Runs in a thread of its own, so the send's answer does not wait for the receiver. Every report says
-    ``status`` 3 (delivered); ``last_http_code`` keeps the code of the latest call (0: no answer).
+    Runs in a thread of its own, so the send's answer does not wait for the receiver. Statuses are
+    taken in turn from ``SandboxConfig.dlr_statuses``; a report answered with anything but a 2xx (or
+    not answered) is tried again with a doubling backoff, up to ``dlr_tries`` times; every try is
+    counted and ``last_http_code`` keeps the code of the latest one (0: no answer).
     """
     try:
         webhook = state.webhook(DLR_WEBHOOK_ID)
@@ -345,38 +351,43 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
         return
     if urlsplit(webhook.url).hostname not in LOOPBACK_HOSTS:
         return
+    config = state.config
     sent_to = set(record["sent_to"])
+    recipients = [recipient for recipient in record["recipients"] if recipient["value"] in sent_to]
     reports = [
-        codec.encode_delivery_report(
-            DeliveryReport(
-                date=pendulum.now(PARIS),
-                status=3,
-                destination=recipient["value"],
-                message_id=recipient["gsmsmsid"],
-                campaign_id=int(record["ticket"]),
-                country_code=next(
-                    (code for prefix, code in COUNTRY_CODES.items() if recipient["value"].startswith(prefix)),
-                    None,
-                ),
-            )
+        DeliveryReport(
+            date=pendulum.now(PARIS),
+            status=config.dlr_statuses[index % len(config.dlr_statuses)],
+            destination=recipient["value"],
+            message_id=recipient.get("gsmsmsid"),
+            campaign_id=int(record["ticket"]),
+            country_code=next(
+                (code for prefix, code in COUNTRY_CODES.items() if recipient["value"].startswith(prefix)),
+                None,
+            ),
         )
-        for recipient in record["recipients"]
-        if recipient.get("gsmsmsid") and recipient["value"] in sent_to
+        for index, recipient in enumerate(recipients)
     ]
     if not reports:
         return
+    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": webhook.signature or ""}
 
     def deliver() -> None:
         with httpx.Client(timeout=5) as client:
             for report in reports:
-                try:
-                    headers = {
-                        "Content-Type": "application/json",
-                        "X-SMSFactor-Signature": webhook.signature or "",
-                    }
-                    code = client.post(webhook.url, content=report, headers=headers).status_code
-                except httpx.HTTPError:
-                    code = 0
-                state.record_webhook_call(DLR_WEBHOOK_ID, code)
+                body = codec.encode_delivery_report(report)
+                wait = config.dlr_backoff
+                for _ in range(max(1, config.dlr_tries)):
+                    try:
+                        code = client.post(webhook.url, content=body, headers=headers).status_code
+                    except httpx.HTTPError:
+                        code = 0
+                    state.record_webhook_call(DLR_WEBHOOK_ID, code, report.model_dump(mode="json"))
+                    if 200 <= code < 300:
+                        break
+                    time.sleep(wait)
+                    wait = min(wait * 2, 5.0)
+                if config.dlr_delay:
+                    time.sleep(config.dlr_delay)
 
     threading.Thread(target=deliver, name="sandbox-dlr", daemon=True).start()

@@ -60,6 +60,10 @@ class InspectionClient:
         """
         return self._list("GET", "/campaigns")
 
+    def delivery_reports(self) -> dict[str, Any]:
+        """The DLR calls made: ``attempted`` (every try) and ``acknowledged`` (the reports answered 2xx)."""
+        return self._object("GET", "/delivery-reports")
+
     def reset(self) -> None:
         """Back to the seeds: campaigns, credits, NPAI, webhooks and counters; faults cleared."""
         self._call("POST", "/reset")

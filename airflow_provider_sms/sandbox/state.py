@@ -222,7 +222,14 @@ class SandboxConfig:
     :param country_limits: messages per dialling prefix per calendar month (Paris); beyond it they are
         counted ``country_limit``. A prefix not given has no limit.
     :param seeds: the account's starting content (:class:`Seeds`).
-    :param dlr: POST delivery reports to DLR webhook "1" (127.0.0.1 only) for recipients with a gsmsmsid.
+    :param dlr: after a send, POST one delivery report per number sent to DLR webhook "1" (127.0.0.1
+        only), as the service does.
+    :param dlr_statuses: the statuses the reports carry, taken in turn, number after number (the
+        default: every message delivered).
+    :param dlr_delay: seconds between two reports.
+    :param dlr_tries: tries per report: a non-2xx answer or no answer is tried again, with a backoff
+        from :attr:`dlr_backoff` seconds, doubled each time (at most 5 s), as a real service retries.
+    :param dlr_backoff: the first wait between two tries of a report, in seconds.
     """
 
     allowed_prefixes: tuple[str, ...] = DEFAULT_ALLOWED_PREFIXES
@@ -231,6 +238,10 @@ class SandboxConfig:
     country_limits: dict[str, int] = field(default_factory=dict)
     seeds: Seeds = field(default_factory=Seeds)
     dlr: bool = False
+    dlr_statuses: tuple[int, ...] = (3,)
+    dlr_delay: float = 0.0
+    dlr_tries: int = 5
+    dlr_backoff: float = 0.2
 
 
 def data_error(exc: ValidationError, prefix: str) -> SmsApiError:
@@ -271,6 +282,9 @@ class SandboxState:
             # Messages sent per (month "YYYY-MM" in Paris, dialling prefix).
             self._country_sent: dict[tuple[str, str], int] = {}
             self.faults = Faults()
+            # Delivery reports posted to the DLR webhook: tries made, and reports answered with a 2xx.
+            self.dlr_attempts = 0
+            self.dlr_acknowledged: list[dict[str, Any]] = []
             # Requests received per endpoint name (ENDPOINTS), faulty ones included: how tests see
             # that a send was made exactly once and a read retried.
             self.requests: dict[str, int] = dict.fromkeys(ENDPOINTS, 0)
@@ -514,11 +528,21 @@ class SandboxState:
             self.webhooks[webhook_id] = record
             return webhook
 
-    def record_webhook_call(self, webhook_id: str, http_code: int) -> None:
-        """Keep the HTTP code of the latest call to a webhook, as its ``last_http_code``."""
+    def record_webhook_call(
+        self, webhook_id: str, http_code: int, report: dict[str, Any] | None = None
+    ) -> None:
+        """Keep the HTTP code of the latest call to a webhook, as its ``last_http_code``.
+
+        :param report: the delivery report that call carried: counted as tried, and as acknowledged
+            when the answer was a 2xx.
+        """
         with self._lock:
             if webhook_id in self.webhooks:
                 self.webhooks[webhook_id]["last_http_code"] = http_code
+            if report is not None:
+                self.dlr_attempts += 1
+                if 200 <= http_code < 300:
+                    self.dlr_acknowledged.append(report)
 
     # ------------------------------------------------------------------------------------ faults
 

@@ -276,12 +276,19 @@ def test_webhooks_and_unknown_id(hook, sms_sandbox):
 
 
 class _DlrReceiver(BaseHTTPRequestHandler):
-    """Answers 202 to delivery reports and queues them for the test."""
+    """Answers 202 to delivery reports and queues them for the test (``failures``: 500 to the first N)."""
 
     received: queue.Queue[tuple[dict[str, Any], str | None]]
+    failures: list[int]
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.failures[0] > 0:
+            self.failures[0] -= 1
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.received.put((json.loads(body), self.headers.get("X-SMSFactor-Signature")))
         self.send_response(202)
         self.send_header("Content-Length", "0")
@@ -292,20 +299,22 @@ class _DlrReceiver(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def dlr_receiver() -> Iterator[tuple[str, queue.Queue]]:
+def dlr_receiver() -> Iterator[tuple[str, queue.Queue, list[int]]]:
+    """A loopback DLR receiver: its URL, the reports it acknowledged, and how many calls to fail first."""
     received: queue.Queue = queue.Queue()
-    handler = type("Receiver", (_DlrReceiver,), {"received": received})
+    failures = [0]
+    handler = type("Receiver", (_DlrReceiver,), {"received": received, "failures": failures})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/dlr", received
+    yield f"http://127.0.0.1:{server.server_address[1]}/dlr", received, failures
     server.shutdown()
     server.server_close()
 
 
 @pytest.mark.parametrize("fmt", ["json", "xml"])
 def test_delivery_reports_reach_a_loopback_webhook_and_record_its_code(dlr_receiver, monkeypatch, fmt):
-    url, received = dlr_receiver
+    url, received, _ = dlr_receiver
     with SandboxServer(token=TEST_TOKEN, dlr=True) as server:
         server.inspect.set_webhook("1", url=url)
         monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json(fmt))
@@ -334,7 +343,35 @@ def test_delivery_reports_reach_a_loopback_webhook_and_record_its_code(dlr_recei
     }
     assert pendulum.parse(report["date"]).offset is not None
     assert signature == DEFAULT_SEEDS.webhooks["1"]["signature"]
-    assert received.empty()  # the blacklisted recipient was not sent, so it gets no report
+    # One report per number sent: the one without a gsmsmsid too; the blacklisted one was not sent.
+    second, _ = received.get(timeout=20)
+    assert (second["destination"], second["message_id"]) == ("33612000002", None)
+    assert received.empty()
+
+
+def test_delivery_reports_are_retried_until_acknowledged_with_the_configured_statuses(
+    dlr_receiver, monkeypatch
+):
+    url, received, failures = dlr_receiver
+    config = SandboxConfig(dlr=True, dlr_statuses=(3, 2), dlr_backoff=0.01)
+    with SandboxServer(token=TEST_TOKEN, config=config) as server:
+        server.inspect.set_webhook("1", url=url)
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json())
+        failures[0] = 2  # the receiver answers 500 to the first two calls
+        SmsHook("sms_dlr").send(ALERT, ["33612000001", "33612000002", "33612000003"])
+        reports = [received.get(timeout=20)[0] for _ in range(3)]
+        deadline = time.monotonic() + 20  # bounds the wait; not a timing assertion
+        while len(server.inspect.delivery_reports()["acknowledged"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        counts = server.inspect.delivery_reports()
+
+    assert [(r["destination"], r["status"]) for r in reports] == [
+        ("33612000001", 3),
+        ("33612000002", 2),
+        ("33612000003", 3),
+    ]
+    assert counts["attempted"] == 5  # the first report tried three times
+    assert [r["destination"] for r in counts["acknowledged"]] == ["33612000001", "33612000002", "33612000003"]
 
 
 def test_npai_pages_with_start_and_length(sms_sandbox):
