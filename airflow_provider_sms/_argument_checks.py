@@ -1,9 +1,10 @@
-"""The task arguments checked when a DAG file is parsed, and their defaults.
+"""The task arguments checked when a DAG file is parsed, and their defaults. Not public API.
 
 DAG files import the operators, sensors and notifier; those modules import this one and nothing else
 of the provider but the exceptions, so that parsing a DAG file does not load the models, the codec or
-the HTTP client (they are imported when a task runs). Keep it that way: no import of the provider's
-other modules here.
+the HTTP client (they are imported when a task runs). Keep it that way: at module level, no import of
+the provider's other modules here; the checks of literal messages and delays import the two light
+ones they need (``sms_parts``, ``delay``) when a DAG file gives such a literal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers that apache-airflow-providers-common-compat gained after 1.20, its last release for Python 3.10.
+"""Helpers common-compat gained after 1.20, its last release for Python 3.10. Not public API.
 
 Each is taken from common-compat where the installed release has it, else done the way common-compat
 does it, so the provider keeps masking the token and the triggerer's event loop stays unblocked on

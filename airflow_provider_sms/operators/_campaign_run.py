@@ -1,4 +1,4 @@
-"""What the SMS operators do when their task runs: prepare, simulate, gate and send a campaign.
+"""What the SMS operators do when their task runs: prepare, simulate, gate and send. Not public API.
 
 The operators (:mod:`airflow_provider_sms.operators.sms`) hold the task's arguments and call this
 module from ``execute()``: DAG files import the operators, and keeping the models, the batches, the

@@ -1,4 +1,4 @@
-"""Recipients read in batches from a list, a file or any iterable, and batch results added up.
+"""Recipients read in batches from a list, a file or any iterable; batch results added up. Internal.
 
 A campaign of hundreds of thousands of numbers is sent as several campaigns of ``batch_size`` numbers
 each. The source is read once per pass (validation, simulation, send) and never held whole by this

@@ -1,4 +1,4 @@
-"""The send guard: what a send task has already sent, kept where a dead worker cannot lose it.
+"""The send guard: what a send task has sent, kept where a dead worker cannot lose it. Internal.
 
 Before each POST /send (or /send/lists) the operator records the batch as ``sending``; after the
 answer it records ``sent`` with the ticket and figures. The record lives in one Airflow Variable per

@@ -1,5 +1,7 @@
 """What the sensors wait for, decided the same way in every mode (poke, reschedule, deferrable).
 
+Not public API: the sensors and the triggers are.
+
 :func:`webhook_ready` and :class:`NpaiFilter` are shared by the sensors' ``poke`` and the async
 triggers; :func:`error_kind` and :data:`FATAL_ERRORS` name the failures that waiting cannot cure.
 The sensors import this module when a task runs, not when a DAG file is parsed.
