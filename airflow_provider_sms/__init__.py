@@ -38,6 +38,16 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": integration, "python-modules": ["airflow_provider_sms.triggers.sms"]}
         ],
         "notifications": ["airflow_provider_sms.notifications.sms.SmsNotifier"],
+        # Loaded through the airflow.plugins entry point; listed here so that Airflow describes it.
+        "plugins": [
+            {
+                "name": "sms_delivery_reports",
+                "plugin-class": "airflow_provider_sms.delivery_reports.plugin.SmsDeliveryReportsPlugin",
+            }
+        ],
+        # The delivery-report table, made by `airflow db migrate` (Airflow 3.2 and later read this key;
+        # before, [database] external_db_managers names the manager).
+        "db-managers": ["airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"],
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_sms.hooks.sms.SmsHook",

@@ -9,6 +9,7 @@ ones they need (``sms_parts``, ``delay``) when a DAG file gives such a literal.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Mapping
 from typing import Literal, cast
@@ -122,3 +123,15 @@ def check_invalid_numbers(value: object) -> InvalidNumbers:
     if value not in ("fail", "skip"):
         raise SmsValidationError.for_value("invalid_numbers", value, "use 'fail' or 'skip'")
     return value  # narrowed to InvalidNumbers by the test above
+
+
+def check_final_share(value: object) -> float:
+    """``value`` as the delivery sensor's ``min_final_share`` (0 < share <= 1), or SmsValidationError."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise SmsValidationError.for_value(
+            "min_final_share", value, "must be a share of the messages, above 0 and at most 1 (e.g. 0.95)"
+        )
+    return float(value)

@@ -25,6 +25,7 @@ from airflow_provider_sms.models import (
     ApiEnvelope,
     CampaignResult,
     DeliveryReport,
+    DeliverySummary,
     ListRef,
     Message,
     NpaiList,
@@ -274,6 +275,23 @@ def decode_delivery_report(body: bytes) -> DeliveryReport:
     except ValidationError as exc:
         errors = format_errors(exc, "report")
         raise SmsValidationError("; ".join(f"{name}: {text}" for name, text in errors), errors) from None
+
+
+def encode_delivery_summary(summary: DeliverySummary) -> bytes:
+    """The body of the receiver's campaign summary (JSON): what the delivery-reports wait polls."""
+    return summary.model_dump_json().encode()
+
+
+def decode_delivery_summary(body: bytes) -> DeliverySummary:
+    """Read a campaign summary from the receiver; an unreadable one raises SmsApiError with its start."""
+    try:
+        return DeliverySummary.model_validate_json(body)
+    except ValidationError as exc:
+        raise SmsApiError(
+            None,
+            f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
+            body=body[:_QUOTE],
+        ) from None
 
 
 def decode_envelope(body: bytes, fmt: WireFormat) -> ApiEnvelope:

@@ -401,6 +401,36 @@ class DeliveryReport(SmsModel):
         return self.status not in PENDING_DELIVERY_STATUSES
 
 
+# The statuses that count as delivered; every other final status is a failure.
+DELIVERED_STATUSES = frozenset({3})
+
+
+class DeliverySummary(SmsModel):
+    """Where a campaign's messages stand, from the delivery reports received so far.
+
+    Each message (a destination of the campaign) counts once, at its latest status: a final status
+    wins over ``sent``, then the latest date.
+
+    :param campaign_ids: the campaigns (tickets) summed up; a batched send has one per batch.
+    :param reported: messages with at least one report.
+    :param by_status: messages by status name, e.g. ``{"delivered": 950, "sent": 30, "expired": 20}``.
+    :param final: messages whose status is final (anything but ``sent``).
+    :param failed_count: messages whose final status is not ``delivered``.
+    :param failed: those messages' numbers, when asked for (else None).
+    """
+
+    campaign_ids: list[int]
+    reported: int
+    by_status: dict[str, int]
+    final: int
+    failed_count: int
+    failed: list[str] | None = None
+
+    def final_share(self, expected: int) -> float:
+        """The share of ``expected`` messages that have a final status (1.0 when none are expected)."""
+        return 1.0 if expected <= 0 else min(1.0, self.final / expected)
+
+
 class ApiEnvelope(SmsModel):
     """What every answer of the service has in common; used to read error bodies."""
 

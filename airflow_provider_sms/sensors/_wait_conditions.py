@@ -2,24 +2,25 @@
 
 Not public API: the sensors and the triggers are.
 
-:func:`webhook_ready` and :class:`NpaiFilter` are shared by the sensors' ``poke`` and the async
-triggers; :func:`error_kind` and :data:`FATAL_ERRORS` name the failures that waiting cannot cure.
+:func:`webhook_ready`, :class:`NpaiFilter` and :class:`DeliveryWait` are shared by the sensors'
+``poke`` and the async triggers; :func:`error_kind` and :data:`FATAL_ERRORS` name the failures that
+waiting cannot cure.
 The sensors import this module when a task runs, not when a DAG file is parsed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
-from airflow_provider_sms._argument_checks import check_min_entries
+from airflow_provider_sms._argument_checks import check_final_share, check_min_entries
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsValidationError
-from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook, normalize_number
+from airflow_provider_sms.models import DeliverySummary, NpaiEntry, NpaiList, Webhook, normalize_number
 
 # Kinds of error event that waiting cannot cure: the sensor fails at once, without retries.
 FATAL_ERRORS: frozenset[str] = frozenset({"not_found", "auth", "validation", "connection"})
@@ -177,3 +178,85 @@ def error_kind(exc: Exception) -> str:
     if isinstance(exc, SmsValidationError):
         return "validation"
     return "api"
+
+
+@dataclass(frozen=True)
+class DeliveryWait:
+    """What the delivery-reports sensor and trigger wait for, checked once.
+
+    :param campaign_ids: the campaigns (tickets) whose messages are counted.
+    :param expected: how many messages were sent (the share's denominator).
+    :param min_final_share: the share of ``expected`` with a final status that ends the wait.
+    """
+
+    campaign_ids: tuple[int, ...]
+    expected: int
+    min_final_share: float
+
+    @classmethod
+    def build(cls, campaign: object, expected: object, min_final_share: object) -> DeliveryWait:
+        """Check the (rendered) arguments; SmsValidationError names the one to fix.
+
+        :param campaign: a send's result (its ``tickets`` and ``sent`` are read), a campaign id, or
+            a list of them.
+        :param expected: the number of messages; taken from the send's result when None.
+        """
+        if isinstance(campaign, Mapping):
+            ids: object = campaign.get("tickets") or [campaign.get("ticket")]
+            if expected is None:
+                expected = campaign.get("sent")
+        else:
+            ids = [campaign] if isinstance(campaign, (str, int)) else campaign
+        if not isinstance(ids, Iterable) or isinstance(ids, (str, bytes)):
+            ids = [ids]
+        try:
+            campaign_ids = tuple(cid for cid in map(_campaign_id, ids) if cid is not None)
+        except SmsValidationError:
+            campaign_ids = ()
+        if not campaign_ids:
+            raise SmsValidationError.for_value(
+                "campaign", campaign, "give the send's result (send.output), a campaign id or a list of them"
+            )
+        if isinstance(expected, str) and expected.strip().isdigit():
+            expected = int(expected)
+        if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+            raise SmsValidationError.for_value(
+                "expected", expected, "give the number of messages sent (the send's result has it as 'sent')"
+            )
+        return cls(campaign_ids, expected, check_final_share(min_final_share))
+
+    def reached(self, summary: DeliverySummary) -> bool:
+        """Whether enough messages have a final status."""
+        return summary.final_share(self.expected) >= self.min_final_share
+
+    def describe(self, summary: DeliverySummary) -> str:
+        """One log line: where the campaign stands."""
+        statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.by_status.items())) or "none"
+        return (
+            f"campaign(s) {', '.join(map(str, self.campaign_ids))}: {summary.final} of {self.expected} "
+            f"messages have a final status ({summary.final_share(self.expected):.1%}, "
+            f"{self.min_final_share:.0%} needed); reports by status: {statuses}"
+        )
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The arguments that rebuild this wait (in the trigger)."""
+        return {
+            "campaign_ids": list(self.campaign_ids),
+            "expected": self.expected,
+            "min_final_share": self.min_final_share,
+        }
+
+    def result(self, summary: DeliverySummary, *, complete: bool) -> dict[str, Any]:
+        """The sensor's return value (XCom): counts by status and the numbers that failed."""
+        return {
+            "campaign_ids": list(self.campaign_ids),
+            "expected": self.expected,
+            "reported": summary.reported,
+            "final": summary.final,
+            "final_share": round(summary.final_share(self.expected), 4),
+            "min_final_share": self.min_final_share,
+            "complete": complete,
+            "by_status": summary.by_status,
+            "failed_count": summary.failed_count,
+            "failed": summary.failed or [],
+        }

@@ -1,6 +1,7 @@
-"""Sensors of the SMS service: a DLR webhook's status and the NPAI (unreachable numbers) list.
+"""Sensors of the SMS service: a DLR webhook's status, the NPAI (unreachable numbers) list, and the
+delivery reports of a campaign (as the provider's receiver on the API server has stored them).
 
-Both run in ``mode="poke"``, ``mode="reschedule"`` or with ``deferrable=True`` (the wait moves to
+All run in ``mode="poke"``, ``mode="reschedule"`` or with ``deferrable=True`` (the wait moves to
 an async trigger in the triggerer), and decide with the same conditions in every mode. Waiting
 cannot fix an unknown webhook, a rejected token or bad input: those fail at once. A transient read
 error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._argument_checks import check_min_entries, check_webhook_id
+from airflow_provider_sms._argument_checks import check_final_share, check_min_entries, check_webhook_id
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -39,9 +40,15 @@ from airflow_provider_sms.exceptions import (
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
+    from airflow_provider_sms.delivery_reports.client import SummaryRequest
     from airflow_provider_sms.hooks.sms import SmsHook
-    from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
-    from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
+    from airflow_provider_sms.sensors._wait_conditions import DeliveryWait, NpaiFilter
+    from airflow_provider_sms.triggers.sms import (
+        SmsDeliveryReportsTrigger,
+        SmsNpaiTrigger,
+        SmsPollingTrigger,
+        SmsWebhookTrigger,
+    )
 
 
 class SmsBaseSensor(BaseSensorOperator):
@@ -284,3 +291,134 @@ class SmsNpaiSensor(SmsBaseSensor):
         """The matching entries of the success event."""
         npai: dict[str, Any] = event["npai"]
         return npai
+
+
+class SmsDeliveryReportsSensor(SmsBaseSensor):
+    """Wait until enough of a campaign's messages have a final delivery status, or a deadline passes.
+
+    The delivery reports are those the provider's receiver on the Airflow API server has stored (see
+    the "Delivery reports" page: the service must post them there). Each message counts once, at its
+    latest status; ``sent`` is not final, every other status is. When the share is reached, or when
+    ``deadline`` has passed since the task started (``complete`` is then False), the sensor returns the
+    counts by status and the numbers whose final status is not ``delivered``, for the clean-up step.
+
+    :param campaign: the send's result (``send.output``: its ``tickets`` and ``sent`` are used), or a
+        campaign id, or a list of them (templated).
+    :param expected: how many messages were sent (templated); taken from the send's result when None.
+    :param min_final_share: the share of ``expected`` messages with a final status that ends the wait
+        (templated; above 0, at most 1).
+    :param deadline: how long to wait at most, from the task's start; then the counts known are returned.
+    :param sms_conn_id: the Airflow connection of type ``sms`` whose reports are meant.
+    :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
+
+    Returns (XCom) ``{"campaign_ids", "expected", "reported", "final", "final_share",
+    "min_final_share", "complete", "by_status", "failed_count", "failed"}``.
+    """
+
+    template_fields: Sequence[str] = (
+        *SmsBaseSensor.template_fields,
+        "campaign",
+        "expected",
+        "min_final_share",
+    )
+
+    def __init__(
+        self,
+        *,
+        campaign: Any,
+        expected: int | str | None = None,
+        min_final_share: float | str = 0.95,
+        deadline: timedelta = timedelta(hours=6),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.campaign = campaign
+        self.expected = expected
+        self.min_final_share = min_final_share
+        if not isinstance(deadline, timedelta) or deadline <= timedelta(0):
+            raise SmsValidationError.for_value("deadline", deadline, "must be a positive timedelta")
+        self.deadline = deadline
+        # Not templated when literal: checked now, so a DAG with a bad value fails when it is parsed.
+        if not isinstance(min_final_share, str):
+            check_final_share(min_final_share)
+        self._deadline_at: datetime | None = None
+
+    @cached_property
+    def wait(self) -> DeliveryWait:
+        """The checked arguments (built from the rendered template fields)."""
+        from airflow_provider_sms.sensors._wait_conditions import DeliveryWait
+
+        return DeliveryWait.build(self.campaign, self.expected, self.min_final_share)
+
+    def check_inputs(self) -> None:
+        """Build the wait, so that bad input fails before the first request."""
+        self.log.info(
+            "waiting for %.0f%% of %s message(s) of campaign(s) %s to have a final status, until %s",
+            self.wait.min_final_share * 100,
+            self.wait.expected,
+            ", ".join(map(str, self.wait.campaign_ids)),
+            self._deadline_at,
+        )
+
+    def execute(self, context: Context) -> Any:
+        """Fix the deadline from the task's start, then wait as every SMS sensor does."""
+        from airflow.sdk import timezone
+
+        started = getattr(context.get("ti"), "start_date", None) or timezone.utcnow()
+        self._deadline_at = started + self.deadline
+        return super().execute(context)
+
+    def summary_request(self, *, with_failed: bool = False) -> SummaryRequest:
+        """Where the receiver's summary is, and the key to read it (both from the connection)."""
+        from airflow_provider_sms.delivery_reports.client import SummaryRequest
+        from airflow_provider_sms.delivery_reports.settings import read_key, summary_url
+
+        extra = self.hook.get_connection(self.sms_conn_id).extra_dejson or {}
+        url = summary_url(
+            extra, conn_id=self.sms_conn_id, default_api_url=conf.get("api", "base_url", fallback="")
+        )
+        return SummaryRequest(url, read_key(self.hook.settings.token), self.wait.campaign_ids, with_failed)
+
+    def check_once(self) -> PokeReturnValue:
+        """Read the summary; done when the share is reached or the deadline has passed."""
+        from airflow.sdk import timezone
+
+        from airflow_provider_sms.delivery_reports.client import fetch_summary
+
+        summary = fetch_summary(self.summary_request())
+        self.log.info("%s", self.wait.describe(summary))
+        complete = self.wait.reached(summary)
+        if not complete and (self._deadline_at is None or timezone.utcnow() < self._deadline_at):
+            return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=self.finish(complete))
+
+    def trigger(self) -> SmsDeliveryReportsTrigger:
+        """The async trigger polling the receiver's summary."""
+        from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+        assert self._deadline_at is not None
+        return SmsDeliveryReportsTrigger(
+            summary_url=self.summary_request().url,
+            deadline=self._deadline_at.isoformat(),
+            **self.wait.to_kwargs(),
+            **self._polling_kwargs(),
+        )
+
+    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The counts, with the failed numbers read now (they are not carried by the trigger's event)."""
+        return self.finish(bool(event.get("complete")))
+
+    def finish(self, complete: bool) -> dict[str, Any]:
+        """The return value: the latest counts and the numbers that failed."""
+        from airflow_provider_sms.delivery_reports.client import fetch_summary
+
+        summary = fetch_summary(self.summary_request(with_failed=True))
+        if complete:
+            self.log.info("done: %s", self.wait.describe(summary))
+        else:
+            self.log.warning("deadline passed before the share was reached: %s", self.wait.describe(summary))
+        if summary.failed_count:
+            self.log.info(
+                "%s message(s) failed, e.g. %s", summary.failed_count, ", ".join((summary.failed or [])[:5])
+            )
+        return self.wait.result(summary, complete=complete)

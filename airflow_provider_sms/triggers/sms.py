@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
@@ -22,7 +23,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
-from airflow_provider_sms.sensors._wait_conditions import NpaiFilter, error_kind, npai_result, webhook_ready
+from airflow_provider_sms.sensors._wait_conditions import (
+    DeliveryWait,
+    NpaiFilter,
+    error_kind,
+    npai_result,
+    webhook_ready,
+)
 
 
 class SmsPollingTrigger(BaseTrigger):
@@ -184,6 +191,60 @@ class SmsNpaiTrigger(SmsPollingTrigger):
             self.log.info("%s matching NPAI entries found", len(matches))
             return {"npai": npai_result(matches)}
         self.log.info("%s of %s found; waiting", len(matches), self.npai_filter.describe())
+        return None
+
+
+class SmsDeliveryReportsTrigger(SmsPollingTrigger):
+    """Wait until enough of a campaign's messages have a final status, or ``deadline`` passes.
+
+    Polls the receiver's summary on the Airflow API server (not the service), with the key derived
+    from the connection's access token.
+
+    :param summary_url: the receiver's summary endpoint, as the worker that deferred reached it.
+    :param campaign_ids: the campaigns (tickets) counted.
+    :param expected: how many messages were sent.
+    :param min_final_share: the share with a final status that ends the wait.
+    :param deadline: when to stop waiting and report what is known (ISO 8601 with offset).
+    """
+
+    def __init__(
+        self,
+        *,
+        summary_url: str,
+        campaign_ids: Iterable[int],
+        expected: int,
+        min_final_share: float,
+        deadline: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.summary_url = summary_url
+        self.wait = DeliveryWait.build(list(campaign_ids), expected, min_final_share)
+        self.deadline = deadline
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Classpath and keyword arguments that rebuild this trigger in the triggerer."""
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "summary_url": self.summary_url,
+                **self.wait.to_kwargs(),
+                "deadline": self.deadline,
+                **self._base_kwargs(),
+            },
+        )
+
+    async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
+        """Read the summary; success when the share is reached or the deadline has passed."""
+        from airflow_provider_sms.delivery_reports.client import SummaryRequest, afetch_summary
+        from airflow_provider_sms.delivery_reports.settings import read_key
+
+        key = read_key((await hook.get_settings()).token)
+        summary = await afetch_summary(SummaryRequest(self.summary_url, key, self.wait.campaign_ids))
+        self.log.info("%s", self.wait.describe(summary))
+        complete = self.wait.reached(summary)
+        if complete or datetime.now(timezone.utc) >= datetime.fromisoformat(self.deadline):
+            return {"summary": summary.model_dump(mode="json"), "complete": complete}
         return None
 
 

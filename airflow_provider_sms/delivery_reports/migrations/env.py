@@ -1,0 +1,58 @@
+"""Alembic environment of the delivery-report table, run by ``SmsDeliveryReportsDBManager``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from airflow import settings
+from alembic import context
+
+from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
+
+config = context.config
+target_metadata = SmsDeliveryReportsDBManager.metadata
+TABLE_NAMES = {table.name for table in target_metadata.tables.values()}
+
+
+def include_object(_object: Any, name: str | None, type_: str, *_args: Any) -> bool:
+    # Airflow's tables live in the same database: this environment must never touch them.
+    return type_ != "table" or name in TABLE_NAMES
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=settings.SQL_ALCHEMY_CONN,
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+        version_table=SmsDeliveryReportsDBManager.version_table_name,
+        include_object=include_object,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    with contextlib.ExitStack() as stack:
+        # Airflow may hand over its own connection, as it does for its migrations.
+        if (connection := config.attributes.get("connection")) is None:
+            if settings.engine is None:
+                raise RuntimeError("Airflow's database engine is not configured")
+            connection = stack.enter_context(settings.engine.connect())
+        context.configure(
+            connection=connection,
+            transaction_per_migration=True,
+            target_metadata=target_metadata,
+            render_as_batch=True,
+            version_table=SmsDeliveryReportsDBManager.version_table_name,
+            include_object=include_object,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

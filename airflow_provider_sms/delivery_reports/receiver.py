@@ -1,0 +1,319 @@
+"""The receiver of the service's delivery reports, served by the Airflow API server. Not public API.
+
+``POST /sms/delivery-reports/{conn_id}`` takes one report per call, as the service posts them. A
+call goes through, in order: the connection (an ``sms`` connection whose extra names the DLR webhook,
+else 404), the caller's address (403), the body's size (413) and type (415), the
+``X-SMSFactor-Signature`` header against the webhook's signature (401 when missing, 403 when wrong),
+the report itself (400 unreadable, 422 invalid). Only then is it stored, with its asset event, in one
+transaction; the 200 comes after the commit, so a report the service saw acknowledged is never lost,
+and a retried one is stored once (answered 200 ``duplicate``). A database that cannot store it is
+answered 503, which the service retries.
+
+``GET /sms/delivery-reports/{conn_id}/summary`` tells where campaigns stand, for the delivery-reports
+sensor and trigger; it takes the key derived from the connection's token.
+
+Plugin apps get no Airflow authentication: these checks are the only gate.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from airflow_provider_sms import codec
+from airflow_provider_sms.delivery_reports.settings import (
+    SIGNATURE_HEADER,
+    ReceiverSettings,
+    asset_name,
+    read_key,
+    receiver_settings,
+)
+from airflow_provider_sms.exceptions import SmsError, SmsValidationError
+from airflow_provider_sms.hooks.sms import SmsHook
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.models import DeliveryReport
+
+log = logging.getLogger(__name__)
+
+# How long a connection and a webhook's signature are trusted before they are read again.
+CONNECTION_TTL = 30.0
+SIGNATURE_TTL = 300.0
+# A wrong signature makes the receiver read the webhook again (the signature may have been renewed),
+# at most this often per connection, so that a flood of forged calls does not flood the service.
+SIGNATURE_RECHECK_INTERVAL = 30.0
+# How long the service is asked to wait before retrying a report the database could not take.
+RETRY_AFTER_SECONDS = 30
+MAX_CAMPAIGNS_PER_SUMMARY = 1000
+
+
+class Refusal(Exception):
+    """A call the receiver answers with ``status`` and ``detail``, having stored nothing."""
+
+    def __init__(self, status: int, detail: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+
+
+class _ServerSideSmsHook(SmsHook):
+    """SmsHook reading its connection as the API server does: from Airflow's secrets backends."""
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        # The Task SDK's lookup goes through a task's supervisor, which the API server has none of.
+        from airflow.models.connection import Connection
+
+        return Connection.get_connection_from_secrets(conn_id)
+
+
+@dataclass
+class ReceivingConnection:
+    """One connection as the receiver knows it, for :data:`CONNECTION_TTL` seconds."""
+
+    hook: SmsHook
+    settings: ReceiverSettings | None
+    signature: str | None = None
+    signature_read_at: float = 0.0
+
+
+class Connections:
+    """The connections calls name, read at most every :data:`CONNECTION_TTL` seconds each."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._known: dict[str, ReceivingConnection | Refusal] = {}
+        self._expiry: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conn_id: str) -> ReceivingConnection:
+        """The connection ``conn_id``; raises :class:`Refusal` (404) for one that receives no reports."""
+        now = self._clock()
+        with self._lock:
+            known = self._known.get(conn_id)
+            if known is None or self._expiry[conn_id] <= now:
+                known = self._read(conn_id)
+                if len(self._known) > 256:  # names a caller made up must not grow this without end
+                    self._known.clear()
+                    self._expiry.clear()
+                self._known[conn_id] = known
+                self._expiry[conn_id] = now + CONNECTION_TTL
+        if isinstance(known, Refusal):
+            raise known
+        return known
+
+    def _read(self, conn_id: str) -> ReceivingConnection | Refusal:
+        from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+        hook = _ServerSideSmsHook(sms_conn_id=conn_id)
+        try:
+            conn = hook.get_connection(conn_id)
+        except AirflowNotFoundException:
+            return Refusal(404, f"no connection {conn_id!r}")
+        if conn.conn_type != "sms":
+            return Refusal(404, f"connection {conn_id!r} is not an sms connection")
+        try:
+            settings = receiver_settings(conn.extra_dejson or {}, conn_id=conn_id)
+            hook.settings  # noqa: B018  (read and checked now: a connection without a token is refused)
+        except SmsValidationError as exc:
+            log.error("Delivery reports for %s are refused: %s", conn_id, exc)
+            return Refusal(404, f"connection {conn_id!r} does not receive delivery reports (see the logs)")
+        return ReceivingConnection(hook=hook, settings=settings)
+
+    def signature(self, receiving: ReceivingConnection, *, recheck: bool = False) -> str:
+        """The DLR webhook's signature, read from the service with GET /webhook/:id and kept a while.
+
+        :param recheck: read it again (a call did not match), unless it was read moments ago.
+        """
+        assert receiving.settings is not None
+        now = self._clock()
+        age = now - receiving.signature_read_at
+        stale = receiving.signature is None or age >= SIGNATURE_TTL
+        if stale or (recheck and age >= SIGNATURE_RECHECK_INTERVAL):
+            webhook = receiving.hook.get_webhook(receiving.settings.webhook_id)
+            if webhook.type.upper() != "DLR" or not webhook.signature:
+                raise Refusal(
+                    404,
+                    f"the service's webhook {receiving.settings.webhook_id} is not a DLR webhook with a "
+                    "signature",
+                )
+            receiving.signature, receiving.signature_read_at = webhook.signature, now
+        assert receiving.signature is not None
+        return receiving.signature
+
+
+def store_report(conn_id: str, report: DeliveryReport) -> bool:
+    """Store ``report`` and its asset event in one transaction; False when it was stored before."""
+    from airflow.assets.manager import asset_manager
+    from airflow.models.asset import AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
+
+    from airflow_provider_sms.delivery_reports.store import insert_report
+
+    name = asset_name(conn_id)
+    try:
+        # Leaving the block commits: the caller answers 200 only after this returns.
+        with create_session(scoped=False) as session:
+            insert_report(session, conn_id, report)
+            asset = session.scalar(select(AssetModel).where(AssetModel.name == name, AssetModel.uri == name))
+            if asset is None:
+                _log_no_asset(name)
+            else:
+                asset_manager.register_asset_change(
+                    asset=asset, extra=event_extra(conn_id, report), session=session
+                )
+    except IntegrityError:
+        return False
+    return True
+
+
+_UNSCHEDULED: set[str] = set()
+
+
+def _log_no_asset(name: str) -> None:
+    # Once per asset and process: the service may post thousands of reports a minute.
+    if name not in _UNSCHEDULED:
+        _UNSCHEDULED.add(name)
+        log.info("No DAG schedules on asset %r: delivery reports are stored, without asset events", name)
+
+
+def event_extra(conn_id: str, report: DeliveryReport) -> dict[str, Any]:
+    """The extra of a report's asset event: the report's fields and the connection id."""
+    return {**report.model_dump(mode="json"), "conn_id": conn_id}
+
+
+def read_summary(conn_id: str, campaign_ids: list[int], with_failed: bool) -> bytes:
+    """The summary of ``campaign_ids`` as the receiver's answer body."""
+    from airflow.utils.session import create_session
+
+    from airflow_provider_sms.delivery_reports.store import campaign_summary
+
+    with create_session(scoped=False) as session:
+        summary = campaign_summary(session, conn_id, campaign_ids, with_failed=with_failed)
+    return codec.encode_delivery_summary(summary)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) as soon as it is longer than ``limit`` bytes, whatever it declares."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise Refusal(413, f"the body is larger than {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise Refusal(413, f"the body is larger than {limit} bytes")
+    return bytes(body)
+
+
+def check_signature(connections: Connections, receiving: ReceivingConnection, given: str | None) -> None:
+    """Raise :class:`Refusal` unless ``given`` is the webhook's signature (compared in constant time)."""
+    if not given:
+        raise Refusal(401, f"the {SIGNATURE_HEADER} header is missing")
+    if hmac.compare_digest(given.encode(), connections.signature(receiving).encode()):
+        return
+    if not hmac.compare_digest(given.encode(), connections.signature(receiving, recheck=True).encode()):
+        raise Refusal(403, f"the {SIGNATURE_HEADER} header does not match the webhook's signature")
+
+
+def build_app(connections: Connections | None = None) -> FastAPI:
+    """The receiver's app, mounted by the plugin under ``/sms`` on the API server.
+
+    :param connections: where connections are read (a fresh :class:`Connections` when None).
+    """
+    connections = connections or Connections()
+    app = FastAPI(title="SMS delivery reports", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(Refusal)
+    async def refused(request: Request, exc: Refusal) -> Response:
+        conn_id = request.path_params.get("conn_id")
+        caller = request.client.host if request.client else None
+        log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.detail)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+    @app.post("/delivery-reports/{conn_id}")
+    async def receive(conn_id: str, request: Request) -> Response:
+        receiving = await run_in_threadpool(connections.get, conn_id)
+        settings = receiving.settings
+        if settings is None:
+            raise Refusal(
+                404,
+                f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
+            )
+        caller = request.client.host if request.client else None
+        if not settings.allows(caller):
+            raise Refusal(403, f"calls from {caller} are not allowed for connection {conn_id!r}")
+        body = await read_body(request, settings.max_body)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            raise Refusal(415, f"the body must be application/json, not {content_type or 'untyped'}")
+        try:
+            await run_in_threadpool(
+                check_signature, connections, receiving, request.headers.get(SIGNATURE_HEADER)
+            )
+        except SmsError as exc:
+            log.error("Delivery reports for %s: the webhook's signature could not be read: %s", conn_id, exc)
+            raise Refusal(
+                503,
+                "the webhook's signature could not be read; try again later",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            ) from None
+        try:
+            json.loads(body)
+        except ValueError:
+            raise Refusal(400, "the body is not JSON") from None
+        try:
+            report = codec.decode_delivery_report(body)
+        except SmsValidationError as exc:
+            raise Refusal(422, str(exc)) from None
+        try:
+            stored = await run_in_threadpool(store_report, conn_id, report)
+        except Exception:
+            log.exception(
+                "Delivery reports for %s: report of campaign %s for %s not stored (is the table there? run "
+                "`airflow db migrate`; see the Delivery reports page)",
+                conn_id,
+                report.campaign_id,
+                report.destination,
+            )
+            raise Refusal(
+                503,
+                "the report could not be stored; try again later",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            ) from None
+        return JSONResponse({"outcome": "recorded" if stored else "duplicate"})
+
+    @app.get("/delivery-reports/{conn_id}/summary")
+    async def summary(
+        conn_id: str,
+        request: Request,
+        campaign_id: Annotated[list[int], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
+        failed: bool = False,
+    ) -> Response:
+        receiving = await run_in_threadpool(connections.get, conn_id)
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        token = receiving.hook.settings.token
+        if not given or not hmac.compare_digest(given.encode(), read_key(token).encode()):
+            raise Refusal(401, "the summary needs the key derived from the connection's access token")
+        if receiving.settings is None:
+            raise Refusal(
+                404,
+                f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
+            )
+        body = await run_in_threadpool(read_summary, conn_id, campaign_id, failed)
+        return Response(body, media_type="application/json")
+
+    return app
