@@ -27,6 +27,7 @@ pytest_plugins = ["tests.token_canary", "pytester"]
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 # Upper bounds, so that a hung subprocess fails the test instead of blocking the suite.
 MIGRATE_TIMEOUT = 600
+DB_MANAGER = "airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"
 DAG_TEST_TIMEOUT = 600
 
 
@@ -43,6 +44,8 @@ def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> di
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder or home / "dags"),
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
+        # The delivery-report table: Airflow 3.2 and later find its manager by themselves, 3.0 and 3.1 here.
+        AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS=DB_MANAGER,
     )
     env.update(extra)
     return env

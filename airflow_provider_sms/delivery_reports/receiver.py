@@ -116,7 +116,8 @@ class Connections:
     def _read(self, conn_id: str) -> ReceivingConnection | Refusal:
         from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
-        hook = _ServerSideSmsHook(sms_conn_id=conn_id)
+        # One try: the service retries a report answered 503, so the API server need not wait here.
+        hook = _ServerSideSmsHook(sms_conn_id=conn_id, max_tries=1)
         try:
             conn = hook.get_connection(conn_id)
         except AirflowNotFoundException:

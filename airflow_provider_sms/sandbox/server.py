@@ -11,6 +11,7 @@ from typing import Any
 
 import requests
 import uvicorn
+from typing_extensions import Self
 
 from airflow_provider_sms.sandbox.app import create_app
 from airflow_provider_sms.sandbox.state import SandboxConfig, SandboxState
@@ -130,53 +131,56 @@ class InspectionClient:
         return self._object("POST", f"/webhooks/{webhook_id}", fields)
 
 
-class SandboxServer:
-    """The sandbox as a real HTTP server on a background thread.
+class ThreadedServer:
+    """An ASGI app as a real HTTP server on a background thread (uvicorn).
 
-    :param token: the access token it accepts.
+    :param app: the ASGI app to serve.
     :param host: address to bind (loopback by default).
     :param port: port to bind; 0 picks a free one (see :attr:`url`).
-    :param config: its rules and seeds (:class:`SandboxConfig`); keyword arguments build one.
+    :param name: what it is, in errors and in the thread's name.
+    :param proxy_headers: take the client's address from ``X-Forwarded-For`` when the peer is trusted
+        (uvicorn's ``FORWARDED_ALLOW_IPS``, 127.0.0.1 by default), as ``airflow api-server
+        --proxy-headers`` does; off by default, as in the API server without that flag.
     """
 
     def __init__(
         self,
-        token: str = "sandbox-token",
+        app: Any,
         host: str = "127.0.0.1",
         port: int = 0,
-        config: SandboxConfig | None = None,
-        **config_fields: Any,
+        name: str = "the server",
+        *,
+        proxy_headers: bool = False,
     ) -> None:
-        self.token = token
         self.host = host
         self.port = port
-        self.state = SandboxState(config or SandboxConfig(**config_fields))
+        self.name = name
         self._server = uvicorn.Server(
             uvicorn.Config(
-                create_app(self.state, token),
+                app,
                 host=host,
                 port=port,
                 log_level="warning",
                 lifespan="off",
                 access_log=False,
+                proxy_headers=proxy_headers,
             )
         )
         self._thread: threading.Thread | None = None
-        self._inspect: InspectionClient | None = None
 
-    def start(self) -> SandboxServer:
+    def start(self) -> Self:
         """Start serving; returns once connections are accepted.
 
         :raises OSError: the address cannot be bound (a port in use, an address not of this machine),
             said in one line before uvicorn tries, rather than as uvicorn's log and a timeout.
         """
         self._check_address()
-        self._thread = threading.Thread(target=self._server.run, name="sms-sandbox", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name=self.name, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the sandbox did not start on {self.host}:{self.port}")
+                raise RuntimeError(f"{self.name} did not start on {self.host}:{self.port}")
             time.sleep(0.02)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
@@ -200,7 +204,7 @@ class SandboxServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> SandboxServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -210,6 +214,29 @@ class SandboxServer:
     def url(self) -> str:
         """The base URL, e.g. ``http://127.0.0.1:41823`` (the real port once started)."""
         return f"http://{self.host}:{self.port}"
+
+
+class SandboxServer(ThreadedServer):
+    """The sandbox as a real HTTP server on a background thread.
+
+    :param token: the access token it accepts.
+    :param host: address to bind (loopback by default).
+    :param port: port to bind; 0 picks a free one (see :attr:`url`).
+    :param config: its rules and seeds (:class:`SandboxConfig`); keyword arguments build one.
+    """
+
+    def __init__(
+        self,
+        token: str = "sandbox-token",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        config: SandboxConfig | None = None,
+        **config_fields: Any,
+    ) -> None:
+        self.token = token
+        self.state = SandboxState(config or SandboxConfig(**config_fields))
+        super().__init__(create_app(self.state, token), host, port, name="the sandbox")
+        self._inspect: InspectionClient | None = None
 
     @property
     def inspect(self) -> InspectionClient:

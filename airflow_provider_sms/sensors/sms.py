@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -362,9 +362,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
     def execute(self, context: Context) -> Any:
         """Fix the deadline from the task's start, then wait as every SMS sensor does."""
-        from airflow.sdk import timezone
-
-        started = getattr(context.get("ti"), "start_date", None) or timezone.utcnow()
+        started = getattr(context.get("ti"), "start_date", None) or datetime.now(timezone.utc)
         self._deadline_at = started + self.deadline
         return super().execute(context)
 
@@ -381,14 +379,12 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the summary; done when the share is reached or the deadline has passed."""
-        from airflow.sdk import timezone
-
         from airflow_provider_sms.delivery_reports.client import fetch_summary
 
         summary = fetch_summary(self.summary_request())
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
-        if not complete and (self._deadline_at is None or timezone.utcnow() < self._deadline_at):
+        if not complete and (self._deadline_at is None or datetime.now(timezone.utc) < self._deadline_at):
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self.finish(complete))
 

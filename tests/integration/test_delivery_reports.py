@@ -1,0 +1,464 @@
+"""The delivery-report receiver, over HTTP on 127.0.0.1, on a real Airflow metadata database (SQLite).
+
+The receiver's app runs as the API server would run it, with this process's Airflow ORM pointed at the
+session's migrated throwaway database (``airflow db migrate`` made the table through the DB manager);
+the sandbox supplies the webhook's signature (GET /webhook/1) and, with ``dlr=True``, posts the reports.
+The same scenarios run on the real deployment in tests/deployment/test_delivery_reports.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select, text
+
+from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
+from airflow_provider_sms.delivery_reports import receiver as receiver_module
+from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
+from airflow_provider_sms.delivery_reports.receiver import build_app
+from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
+from airflow_provider_sms.delivery_reports.store import delivery_report_table
+from airflow_provider_sms.exceptions import SmsAuthError
+from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+pytestmark = pytest.mark.integration
+
+SIGNATURE = "sb-sig-1"  # the sandbox's seeded signature of DLR webhook "1"
+HEADERS = {"Content-Type": "application/json", "X-SMSFactor-Signature": SIGNATURE}
+
+
+def report(
+    destination: str = "33612345678", status: int = 3, campaign_id: int = 777, **fields: Any
+) -> dict[str, Any]:
+    return {
+        "date": fields.pop("date", "2026-11-24T10:00:00+01:00"),
+        "status": status,
+        "destination": destination,
+        "message_id": fields.pop("message_id", None),
+        "campaign_id": campaign_id,
+        "country_code": "FR",
+        **fields,
+    }
+
+
+@pytest.fixture(scope="module")
+def metadata_db(airflow_home: Path) -> Iterator[Any]:
+    """This process's Airflow ORM on the session's migrated database; restored afterwards."""
+    from airflow import settings
+
+    previous = settings.SQL_ALCHEMY_CONN
+    settings.SQL_ALCHEMY_CONN = f"sqlite:///{airflow_home / 'airflow.db'}"
+    settings.configure_orm()
+    try:
+        yield settings
+    finally:
+        settings.SQL_ALCHEMY_CONN = previous
+        settings.configure_orm()
+
+
+def stored(metadata_db: Any, campaign_id: int | None = None) -> int:
+    """How many reports the table holds (of one campaign)."""
+    query = select(func.count()).select_from(delivery_report_table)
+    if campaign_id is not None:
+        query = query.where(delivery_report_table.c.campaign_id == campaign_id)
+    with metadata_db.engine.connect() as connection:
+        return int(connection.scalar(query))
+
+
+@pytest.fixture
+def fresh_table(metadata_db: Any) -> Any:
+    with metadata_db.engine.begin() as connection:
+        connection.execute(delivery_report_table.delete())
+    return metadata_db
+
+
+def connection_env(
+    monkeypatch: pytest.MonkeyPatch, sandbox: SandboxServer, conn_id: str = "sms_default", **extra: Any
+) -> None:
+    extra.setdefault("dlr_webhook_id", "1")
+    extra.setdefault("dlr_allowed_callers", ["127.0.0.1"])
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", sandbox.connection_json("json", **extra))
+
+
+@pytest.fixture
+def receiver(
+    fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ThreadedServer]:
+    """The receiver's app on 127.0.0.1, sms_default receiving from 127.0.0.1 (webhook 1 of the sandbox)."""
+    connection_env(monkeypatch, sms_sandbox)
+    # Mounted under /sms as the API server mounts plugin apps.
+    api_server = FastAPI()
+    api_server.mount(URL_PREFIX, build_app())
+    with ThreadedServer(api_server, name="the receiver") as server:
+        yield server
+
+
+def post(
+    server: ThreadedServer, body: Any, conn_id: str = "sms_default", headers: dict[str, str] | None = None
+) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(
+        f"{server.url}/sms/delivery-reports/{conn_id}",
+        content=content,
+        headers=headers or HEADERS,
+        timeout=30,
+    )
+
+
+def summary(server: ThreadedServer, *campaign_ids: int, failed: bool = False, key: str | None = None) -> Any:
+    request = SummaryRequest(
+        f"{server.url}/sms/delivery-reports/sms_default/summary",
+        key if key is not None else read_key(TEST_TOKEN),
+        campaign_ids,
+        failed,
+    )
+    return fetch_summary(request)
+
+
+# ------------------------------------------------------------------------------------------ receiving
+
+
+def test_a_report_is_stored_once_and_a_retry_is_answered_duplicate(
+    receiver: ThreadedServer, fresh_table: Any
+) -> None:
+    first = post(receiver, report())
+    again = post(receiver, report())
+    assert (first.status_code, first.json()) == (200, {"outcome": "recorded"})
+    assert (again.status_code, again.json()) == (200, {"outcome": "duplicate"})
+    assert stored(fresh_table) == 1
+    # The same number's next status is another report.
+    assert post(receiver, report(status=2, date="2026-11-24T11:00:00+01:00")).json() == {
+        "outcome": "recorded"
+    }
+    assert stored(fresh_table) == 2
+
+
+def test_the_same_report_sent_with_other_whitespace_is_still_a_duplicate(
+    receiver: ThreadedServer, fresh_table: Any
+) -> None:
+    assert post(receiver, report()).status_code == 200
+    spaced = json.dumps(report(), indent=4).encode()
+    assert post(receiver, spaced).json() == {"outcome": "duplicate"}
+    assert stored(fresh_table) == 1
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "words"),
+    [
+        ({"Content-Type": "application/json"}, None, 401, "X-SMSFactor-Signature header is missing"),
+        ({**HEADERS, "X-SMSFactor-Signature": "forged"}, None, 403, "does not match"),
+        ({**HEADERS, "Content-Type": "text/plain"}, None, 415, "must be application/json, not text/plain"),
+        ({**HEADERS, "Content-Type": "application/xml"}, None, 415, "application/json"),
+        (HEADERS, b"{not json", 400, "not JSON"),
+        (HEADERS, json.dumps(report(status="delivered")).encode(), 422, "status"),
+        (HEADERS, json.dumps({**report(), "date": "2026-11-24 10:00:00"}).encode(), 422, "date"),
+        (
+            HEADERS,
+            json.dumps({k: v for k, v in report().items() if k != "campaign_id"}).encode(),
+            422,
+            "campaign_id",
+        ),
+        (HEADERS, b"{" + b" " * 20_000 + b"}", 413, "larger than 16384 bytes"),
+    ],
+    ids=[
+        "no-signature",
+        "wrong-signature",
+        "text",
+        "xml",
+        "malformed",
+        "bad-status",
+        "naive-date",
+        "no-campaign",
+        "too-big",
+    ],
+)
+def test_hostile_calls_get_a_clear_4xx_and_store_nothing(
+    receiver: ThreadedServer,
+    fresh_table: Any,
+    headers: dict[str, str],
+    body: bytes | None,
+    status: int,
+    words: str,
+) -> None:
+    answer = post(receiver, body if body is not None else report(), headers=headers)
+    assert answer.status_code == status, answer.text
+    assert words in answer.json()["detail"]
+    assert stored(fresh_table) == 0
+
+
+def test_an_oversized_body_without_a_length_is_cut_off(receiver: ThreadedServer, fresh_table: Any) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(100):
+            yield b" " * 1024
+
+    answer = httpx.post(
+        f"{receiver.url}/sms/delivery-reports/sms_default", content=chunks(), headers=HEADERS, timeout=30
+    )
+    assert answer.status_code == 413
+    assert stored(fresh_table) == 0
+
+
+def test_unknown_and_unready_connections_are_404(
+    receiver: ThreadedServer, fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_NO_DLR", sms_sandbox.connection_json("json"))
+    monkeypatch.setenv("AIRFLOW_CONN_NOT_SMS", json.dumps({"conn_type": "http", "host": "http://x"}))
+    answers = {
+        conn_id: post(receiver, report(), conn_id=conn_id) for conn_id in ("nobody", "no_dlr", "not_sms")
+    }
+    assert {conn_id: a.status_code for conn_id, a in answers.items()} == {
+        "nobody": 404,
+        "no_dlr": 404,
+        "not_sms": 404,
+    }
+    assert "no connection 'nobody'" in answers["nobody"].json()["detail"]
+    assert "no dlr_webhook_id" in answers["no_dlr"].json()["detail"]
+    assert "not an sms connection" in answers["not_sms"].json()["detail"]
+    assert stored(fresh_table) == 0
+
+
+def test_callers_outside_the_allowlist_are_403_even_with_a_forwarded_header(
+    receiver: ThreadedServer, fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the service's two documented addresses: 127.0.0.1 is not one of them.
+    connection_env(monkeypatch, sms_sandbox, conn_id="service_only", dlr_allowed_callers=[])
+    forged = {**HEADERS, "X-Forwarded-For": "51.159.7.123", "Forwarded": "for=51.159.7.123"}
+    answer = post(receiver, report(), conn_id="service_only", headers=forged)
+    assert answer.status_code == 403
+    assert "calls from 127.0.0.1 are not allowed" in answer.json()["detail"]
+    # "any" turns the check off.
+    connection_env(monkeypatch, sms_sandbox, conn_id="anyone", dlr_allowed_callers="any")
+    assert post(receiver, report(), conn_id="anyone").status_code == 200
+    assert stored(fresh_table) == 1
+
+
+def test_behind_a_trusted_proxy_the_forwarded_address_is_the_callers(
+    fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `airflow api-server --proxy-headers` with the proxy on 127.0.0.1 (uvicorn's FORWARDED_ALLOW_IPS).
+    connection_env(monkeypatch, sms_sandbox, conn_id="service_only", dlr_allowed_callers=[])
+    api_server = FastAPI()
+    api_server.mount(URL_PREFIX, build_app())
+    with ThreadedServer(api_server, name="the proxied receiver", proxy_headers=True) as server:
+        from_service = post(server, report(), "service_only", {**HEADERS, "X-Forwarded-For": "51.159.21.54"})
+        from_elsewhere = post(
+            server, report(status=2), "service_only", {**HEADERS, "X-Forwarded-For": "8.8.8.8"}
+        )
+    assert (from_service.status_code, from_elsewhere.status_code) == (200, 403)
+    assert "calls from 8.8.8.8 are not allowed" in from_elsewhere.json()["detail"]
+    assert stored(fresh_table) == 1
+
+
+def test_a_renewed_signature_is_read_again(
+    receiver: ThreadedServer, fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert post(receiver, report()).status_code == 200
+    sms_sandbox.inspect.set_webhook("1", signature="renewed-signature")
+    monkeypatch.setattr(receiver_module, "SIGNATURE_RECHECK_INTERVAL", 0.0)
+    assert (
+        post(
+            receiver, report(status=2), headers={**HEADERS, "X-SMSFactor-Signature": "renewed-signature"}
+        ).status_code
+        == 200
+    )
+    # The old one is refused from now on.
+    assert post(receiver, report(status=4), headers=HEADERS).status_code == 403
+    assert stored(fresh_table) == 2
+
+
+def test_signature_unreadable_or_table_missing_is_503_which_the_service_retries(
+    receiver: ThreadedServer, fresh_table: Any, sms_sandbox: SandboxServer
+) -> None:
+    sms_sandbox.inspect.set_faults(http_error=(502, 1))
+    answer = post(receiver, report())
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "30"
+    sms_sandbox.inspect.clear_faults()
+    with fresh_table.engine.begin() as connection:
+        connection.execute(text("ALTER TABLE sms_delivery_report RENAME TO sms_delivery_report_away"))
+    try:
+        answer = post(receiver, report())
+    finally:
+        with fresh_table.engine.begin() as connection:
+            connection.execute(text("ALTER TABLE sms_delivery_report_away RENAME TO sms_delivery_report"))
+    assert answer.status_code == 503
+    assert stored(fresh_table) == 0
+    # Once the table is back, the service's retry is stored.
+    assert post(receiver, report()).json() == {"outcome": "recorded"}
+
+
+def test_a_report_becomes_an_event_of_the_connections_asset(
+    receiver: ThreadedServer, fresh_table: Any
+) -> None:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    asset = delivery_reports_asset("sms_default")
+    with create_session() as session:
+        if session.scalar(select(AssetModel).where(AssetModel.name == asset.name)) is None:
+            # What the DAG processor writes when a DAG schedules on the asset.
+            session.add(AssetModel(name=asset.name, uri=asset.uri))
+    assert post(receiver, report(destination="33600000042", campaign_id=4242)).status_code == 200
+    assert post(receiver, report(destination="33600000042", campaign_id=4242)).json() == {
+        "outcome": "duplicate"
+    }
+    with create_session() as session:
+        events = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.name == asset.name)
+        ).all()
+        ours = [event for event in events if event.extra.get("campaign_id") == 4242]
+        assert len(ours) == 1
+        assert ours[0].extra["conn_id"] == "sms_default"
+        (decoded,) = reports_from_events({asset: ours})
+    assert (decoded.destination, decoded.status_name, decoded.campaign_id) == (
+        "33600000042",
+        "delivered",
+        4242,
+    )
+
+
+# ------------------------------------------------------------------------------------------ the summary
+
+
+def test_summary_counts_each_message_at_its_latest_final_status(receiver: ThreadedServer) -> None:
+    posts = [
+        report("33600000001", 1, date="2026-11-24T10:00:00+01:00"),
+        report("33600000001", 3, date="2026-11-24T10:01:00+01:00"),
+        # A late "sent" does not undo a final status.
+        report("33600000002", 12, date="2026-11-24T10:00:00+01:00"),
+        report("33600000002", 1, date="2026-11-24T10:05:00+01:00"),
+        report("33600000003", 1),
+        report("33600000004", 5, campaign_id=778),
+        report("33600000005", 3, campaign_id=999),  # another campaign, not asked for
+    ]
+    assert {post(receiver, body).status_code for body in posts} == {200}
+    result = summary(receiver, 777, 778, failed=True)
+    assert result.by_status == {"delivered": 1, "expired": 1, "sent": 1, "invalid destination": 1}
+    assert (result.reported, result.final, result.failed_count) == (4, 3, 2)
+    assert result.failed == ["33600000002", "33600000004"]
+    assert summary(receiver, 777).failed is None
+
+
+def test_summary_needs_the_key_derived_from_the_token(receiver: ThreadedServer) -> None:
+    with pytest.raises(SmsAuthError, match="refused the key"):
+        summary(receiver, 777, key="not-the-key")
+    with pytest.raises(SmsAuthError):
+        summary(receiver, 777, key=TEST_TOKEN)  # the token itself is not the key
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+@pytest.fixture
+def dlr_sandbox(receiver: ThreadedServer) -> Iterator[SandboxServer]:
+    """A sandbox that posts one report per number sent to the receiver: 3 delivered, 1 expired, 1 sent."""
+    with SandboxServer(token=TEST_TOKEN, dlr=True, dlr_statuses=(3, 3, 12, 3, 1)) as server:
+        server.inspect.set_webhook("1", url=f"{receiver.url}/sms/delivery-reports/sms_dlr")
+        yield server
+
+
+def test_sandbox_reports_reach_the_receiver_and_the_sensor_returns_the_counts(
+    receiver: ThreadedServer, dlr_sandbox: SandboxServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection_env(monkeypatch, dlr_sandbox, conn_id="sms_dlr", dlr_api_url=receiver.url)
+    numbers = [f"3361000{index:04d}" for index in range(10)]
+    result = SmsHook("sms_dlr").send({"text": "Hello", "pushtype": "alert"}, numbers)
+    deadline = time.monotonic() + 30
+    while (
+        len(dlr_sandbox.inspect.delivery_reports()["acknowledged"]) < len(numbers)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    truth = dlr_sandbox.inspect.delivery_reports()["acknowledged"]
+    assert len(truth) == 10
+    sensor = SmsDeliveryReportsSensor(
+        task_id="wait",
+        sms_conn_id="sms_dlr",
+        campaign={"tickets": [result.ticket], "sent": 10},
+        min_final_share=0.8,
+        deadline=timedelta(minutes=5),
+        poke_interval=0.1,
+        timeout=30,
+    )
+    counts = sensor.execute({})
+    expected = {"delivered": 6, "expired": 2, "sent": 2}
+    assert counts["by_status"] == expected
+    assert (counts["final"], counts["final_share"], counts["complete"]) == (8, 0.8, True)
+    assert counts["failed"] == sorted(r["destination"] for r in truth if r["status"] == 12)
+    # The ground truth's own counts agree.
+    from collections import Counter
+
+    names = {3: "delivered", 12: "expired", 1: "sent"}
+    assert Counter(names[r["status"]] for r in truth) == Counter(expected)
+
+
+def test_the_sensor_returns_what_is_known_at_the_deadline(
+    receiver: ThreadedServer, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
+) -> None:
+    connection_env(monkeypatch, sms_sandbox, dlr_api_url=receiver.url)
+    post(receiver, report("33600000001", 3))
+    sensor = SmsDeliveryReportsSensor(
+        task_id="wait",
+        campaign=777,
+        expected=4,
+        min_final_share=1.0,
+        deadline=timedelta(seconds=1),
+        poke_interval=0.2,
+        timeout=30,
+    )
+    counts = sensor.execute({})
+    assert (counts["complete"], counts["final"], counts["expected"], counts["final_share"]) == (
+        False,
+        1,
+        4,
+        0.25,
+    )
+
+
+def test_the_trigger_waits_for_the_share_then_yields_the_counts(
+    receiver: ThreadedServer, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
+) -> None:
+    connection_env(monkeypatch, sms_sandbox, dlr_api_url=receiver.url)
+    post(receiver, report("33600000001", 3))
+    trigger = SmsDeliveryReportsTrigger(
+        summary_url=f"{receiver.url}/sms/delivery-reports/sms_default/summary",
+        campaign_ids=[777],
+        expected=2,
+        min_final_share=1.0,
+        deadline="2099-01-01T00:00:00+00:00",
+        poke_interval=0.2,
+    )
+
+    async def run() -> dict[str, Any]:
+        async def consume() -> dict[str, Any]:
+            async for event in trigger.run():
+                return event.payload
+            raise AssertionError("no event")
+
+        waiting = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.6)
+        assert not waiting.done()  # 1 of 2: still waiting
+        await asyncio.to_thread(post, receiver, report("33600000002", 9))
+        return await asyncio.wait_for(waiting, timeout=30)
+
+    event = asyncio.run(run())
+    assert event["status"] == "success" and event["complete"] is True
+    assert event["summary"]["by_status"] == {"delivered": 1, "rejected": 1}
+    classpath, kwargs = trigger.serialize()
+    assert classpath.endswith("SmsDeliveryReportsTrigger")
+    assert kwargs["campaign_ids"] == [777] and kwargs["deadline"].startswith("2099")
