@@ -324,7 +324,7 @@ def test_a_report_becomes_an_event_of_the_connections_asset(
         ours = [event for event in events if event.extra.get("campaign_id") == 4242]
         assert len(ours) == 1
         assert ours[0].extra["conn_id"] == "sms_default"
-        (decoded,) = reports_from_events({asset: ours})
+        (decoded,) = reports_from_events({asset.name: ours})
     assert (decoded.destination, decoded.status_name, decoded.campaign_id) == (
         "33600000042",
         "delivered",
