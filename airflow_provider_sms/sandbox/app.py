@@ -218,7 +218,7 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
             return api_error(exc, fmt)
         response = faulty(path, answer(result, fmt), fmt)
         pause(path)
-        if record is not None and state.config.dlr:
+        if record is not None and state.dlr_enabled:
             _post_delivery_reports(state, record)
         return response
 
@@ -279,6 +279,16 @@ def create_app(state: SandboxState, token: str) -> FastAPI:
     @app.get(f"{INSPECTION_PREFIX}/delivery-reports")
     def delivery_reports() -> dict[str, Any]:
         return {"attempted": state.dlr_attempts, "acknowledged": list(state.dlr_acknowledged)}
+
+    @app.post(f"{INSPECTION_PREFIX}/delivery-reports")
+    def set_delivery_reports(payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            state.set_delivery_reports(
+                bool(payload.get("enabled")), payload.get("statuses"), payload.get("tries")
+            )
+        except ValueError as exc:
+            raise SmsApiError(-7, str(exc)) from None
+        return {"enabled": state.dlr_enabled, "statuses": list(state.dlr_statuses), "tries": state.dlr_tries}
 
     @app.post(f"{INSPECTION_PREFIX}/reset")
     def reset() -> dict[str, str]:
@@ -352,12 +362,13 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
     if urlsplit(webhook.url).hostname not in LOOPBACK_HOSTS:
         return
     config = state.config
+    statuses = state.dlr_statuses
     sent_to = set(record["sent_to"])
     recipients = [recipient for recipient in record["recipients"] if recipient["value"] in sent_to]
     reports = [
         DeliveryReport(
             date=pendulum.now(PARIS),
-            status=config.dlr_statuses[index % len(config.dlr_statuses)],
+            status=statuses[index % len(statuses)],
             destination=recipient["value"],
             message_id=recipient.get("gsmsmsid"),
             campaign_id=int(record["ticket"]),
@@ -377,7 +388,7 @@ def _post_delivery_reports(state: SandboxState, record: dict[str, Any]) -> None:
             for report in reports:
                 body = codec.encode_delivery_report(report)
                 wait = config.dlr_backoff
-                for _ in range(max(1, config.dlr_tries)):
+                for _ in range(max(1, state.dlr_tries)):
                     try:
                         code = client.post(webhook.url, content=body, headers=headers).status_code
                     except httpx.HTTPError:

@@ -65,6 +65,17 @@ class InspectionClient:
         """The DLR calls made: ``attempted`` (every try) and ``acknowledged`` (the reports answered 2xx)."""
         return self._object("GET", "/delivery-reports")
 
+    def set_delivery_reports(
+        self, enabled: bool, statuses: list[int] | None = None, tries: int | None = None
+    ) -> dict[str, Any]:
+        """Post (or stop posting) one delivery report per number sent to DLR webhook "1" after each send.
+
+        :param statuses: the reports' statuses, taken in turn, number after number.
+        :param tries: tries per report before the sandbox gives it up (backoff doubling up to 5 s).
+        """
+        payload = {"enabled": enabled, "statuses": statuses, "tries": tries}
+        return self._object("POST", "/delivery-reports", payload)
+
     def reset(self) -> None:
         """Back to the seeds: campaigns, credits, NPAI, webhooks and counters; faults cleared."""
         self._call("POST", "/reset")

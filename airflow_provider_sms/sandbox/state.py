@@ -13,6 +13,7 @@ import secrets
 import string
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,9 +286,34 @@ class SandboxState:
             # Delivery reports posted to the DLR webhook: tries made, and reports answered with a 2xx.
             self.dlr_attempts = 0
             self.dlr_acknowledged: list[dict[str, Any]] = []
+            # Whether sends post reports, and their statuses: the start-up's until the inspection API
+            # changes them (set_delivery_reports).
+            self.dlr_enabled = self.config.dlr
+            self.dlr_statuses = tuple(self.config.dlr_statuses)
+            self.dlr_tries = self.config.dlr_tries
             # Requests received per endpoint name (ENDPOINTS), faulty ones included: how tests see
             # that a send was made exactly once and a read retried.
             self.requests: dict[str, int] = dict.fromkeys(ENDPOINTS, 0)
+
+    def set_delivery_reports(
+        self, enabled: bool, statuses: Sequence[int] | None = None, tries: int | None = None
+    ) -> None:
+        """Turn the posting of delivery reports on or off, and choose their statuses (until a reset).
+
+        :param enabled: post one report per number sent after each send.
+        :param statuses: the statuses, taken in turn (the start-up's when None).
+        :param tries: tries per report (the start-up's when None); the backoff doubles up to 5 s.
+        """
+        if statuses is not None and (not statuses or not all(isinstance(s, int) for s in statuses)):
+            raise ValueError(f"statuses must be a non-empty list of integers, got {statuses!r}")
+        if tries is not None and (not isinstance(tries, int) or tries < 1):
+            raise ValueError(f"tries must be an integer of at least 1, got {tries!r}")
+        with self._lock:
+            self.dlr_enabled = enabled
+            if statuses is not None:
+                self.dlr_statuses = tuple(statuses)
+            if tries is not None:
+                self.dlr_tries = tries
 
     def set_credits(self, credits: int) -> int:
         """Set the account's credit balance.

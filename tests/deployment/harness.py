@@ -549,9 +549,13 @@ class Deployment:
         port = int(self.sandbox_url.rsplit(":", 1)[1])
         self.proxy = RecordingProxy(port).start()
 
-    def connection(self, url: str) -> str:
-        """The sms_default connection (JSON form) to ``url``, with the sandbox's token."""
-        extra = {"format": "json"}
+    def connection(self, url: str, **extra: Any) -> str:
+        """The sms_default connection (JSON form) to ``url``, with the sandbox's token.
+
+        It receives the sandbox's delivery reports (DLR webhook "1") from 127.0.0.1; ``extra`` adds to
+        or replaces the connection's extra.
+        """
+        extra = {"format": "json", "dlr_webhook_id": "1", "dlr_allowed_callers": ["127.0.0.1"], **extra}
         return json.dumps({"conn_type": "sms", "host": url, "password": self.token, "extra": extra})
 
     def airflow_env(self, **extra: str) -> dict[str, str]:
@@ -588,6 +592,8 @@ class Deployment:
                     self.ports.setdefault("trigger_logs", free_port())
                 ),
                 "AIRFLOW_CONN_SMS_DEFAULT": self.connection(self.sandbox_url),
+                # Receives only from the service's documented addresses (the hostile-input scenario).
+                "AIRFLOW_CONN_SMS_SERVICE_ONLY": self.connection(self.sandbox_url, dlr_allowed_callers=[]),
                 **TUNING,
             }
         )
