@@ -30,6 +30,8 @@ DAG_IDS = {
     "sms_triggered_by_data",
     "sms_failure_alerts",
     "sms_npai_hygiene",
+    "sms_campaign_delivery",
+    "sms_on_delivery_reports",
 }
 # The sandbox's seeded lists 1 and 2, less the blacklisted number and the duplicate of list 1.
 WEEKLY_SENT_TO = {
