@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cases_codec, cases_http, cases_startup
-from benchmarks.harness import Record, format_notes, format_table
+from benchmarks import cases_codec, cases_delivery, cases_http, cases_startup
+from benchmarks.harness import Record, format_notes, format_table, skipped
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -32,13 +32,23 @@ class Sizes:
     reps: int
     http_reps: int
     process_reps: int
+    reports: int
 
 
 FULL = Sizes(
-    numbers=1_000_000, npai=100_000, calls=2_000, recipients=200_000, reps=5, http_reps=3, process_reps=7
+    numbers=1_000_000,
+    npai=100_000,
+    calls=2_000,
+    recipients=200_000,
+    reps=5,
+    http_reps=3,
+    process_reps=7,
+    reports=10_000,
 )
 # Small enough to finish in well under a minute on a loaded two-core machine: a smoke check only.
-QUICK = Sizes(numbers=50_000, npai=5_000, calls=100, recipients=5_000, reps=2, http_reps=1, process_reps=2)
+QUICK = Sizes(
+    numbers=50_000, npai=5_000, calls=100, recipients=5_000, reps=2, http_reps=1, process_reps=2, reports=0
+)
 
 
 def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
@@ -50,7 +60,23 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
         "send": lambda: [cases_http.batched_send_case(sizes.recipients)],
         "import": lambda: [cases_startup.import_case(sizes.process_reps)],
         "dag": lambda: cases_startup.dag_parse_cases(dag, sizes.process_reps),
+        "delivery": lambda: delivery_cases(sizes),
     }
+
+
+def delivery_cases(sizes: Sizes) -> list[Record]:
+    """The delivery-report receiver on the deployment: too heavy to start for a quick run."""
+    if sizes.reports == 0:
+        return [
+            skipped(
+                "receive delivery reports (API server)",
+                FULL.reports,
+                cases_delivery.PER_REPORT_TARGET,
+                "quick run (starts a whole deployment)",
+                unit="ms",
+            )
+        ]
+    return cases_delivery.delivery_report_cases(sizes.reports)
 
 
 def machine() -> dict[str, Any]:

@@ -21,8 +21,9 @@ class Target:
     """What a case must achieve.
 
     :param limit: the bound; ``None`` for a case that is only reported.
-    :param kind: ``ratio`` (ours / baseline <= limit) or ``overhead`` (ours - baseline <= limit,
-        in the case's unit).
+    :param kind: ``ratio`` (ours / baseline <= limit), ``overhead`` (ours - baseline <= limit, in
+        the case's unit) or ``at_most`` (ours <= limit, in the case's unit: a rate's bound, with the
+        baseline measured in the same run beside it).
     """
 
     limit: float | None = None
@@ -34,6 +35,8 @@ class Target:
             return "report"
         if self.kind == "overhead":
             return f"overhead <= {self.limit:g} {unit}"
+        if self.kind == "at_most":
+            return f"ours <= {self.limit:g} {unit}"
         return f"<= {self.limit:g}"
 
     def met(self, ours: float | None, baseline: float | None) -> bool | None:
@@ -42,6 +45,8 @@ class Target:
             return None
         if self.kind == "overhead":
             return ours - baseline <= self.limit
+        if self.kind == "at_most":
+            return ours <= self.limit
         return ours / baseline <= self.limit
 
 

@@ -7,6 +7,11 @@ and print what happened: the cost gate's decision and figures, the ticket, sent 
 the delay in Paris time and the NPAI numbers found, read from the run's XComs and from the sandbox's
 inspection API. Exits 1 when the run failed, printing the end of Airflow's output.
 
+The delivery reports run for real too: the provider's receiver (what the API server serves) runs in
+this process on the throwaway database, the sandbox posts one report per number sent to it (a mix of
+statuses; the sandbox does not wait for the delay), and the demo prints the campaign's counts by status
+as the receiver's summary gives them to ``SmsDeliveryReportsSensor``.
+
 ``python -m dags_examples.demo --max-cost 5`` runs with a cap below the campaign's cost: the gate
 refuses and the send is skipped (``--on-cost-exceeded fail`` makes it fail instead).
 """
@@ -22,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +44,10 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 # Upper bound of each Airflow command, so that a hung run ends the demo instead of blocking it.
 COMMAND_TIMEOUT = 600
 OUTPUT_TAIL = 4000
+# The statuses the sandbox's delivery reports carry, number after number, and how long to wait for them.
+DLR_STATUSES = (3, 3, 3, 2, 3, 12)
+DLR_WAIT = 30.0
+DB_MANAGER = "airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"
 
 
 def airflow_env(home: Path, dags_folder: Path, **extra: str) -> dict[str, str]:
@@ -52,6 +62,8 @@ def airflow_env(home: Path, dags_folder: Path, **extra: str) -> dict[str, str]:
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder),
+        # The delivery-report table: Airflow 3.2 and later find its DB manager by themselves.
+        AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS=DB_MANAGER,
         **extra,
     )
     return env
@@ -175,6 +187,44 @@ def summary(
     return lines
 
 
+@contextmanager
+def delivery_receiver(env: Mapping[str, str]) -> Iterator[str]:
+    """The delivery-report receiver, mounted as the API server mounts it, on the demo's database.
+
+    Airflow is imported here for the first time in this process, with the throwaway home's settings.
+    """
+    os.environ.update(env)
+    from fastapi import FastAPI
+
+    from airflow_provider_sms.delivery_reports.receiver import build_app
+    from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
+    from airflow_provider_sms.sandbox.server import ThreadedServer
+
+    api_server = FastAPI()
+    api_server.mount(URL_PREFIX, build_app())
+    with ThreadedServer(api_server, name="the delivery-report receiver") as server:
+        yield server.url
+
+
+def delivery_line(sandbox: SandboxServer, receiver_url: str, send: Mapping[str, Any], connection: str) -> str:
+    """The campaign's delivery reports as the receiver counted them (after waiting for the last one)."""
+    from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
+    from airflow_provider_sms.delivery_reports.settings import read_key
+
+    tickets = [int(ticket) for ticket in send["tickets"]]
+    deadline = time.monotonic() + DLR_WAIT
+    while time.monotonic() < deadline:
+        acknowledged = sandbox.inspect.delivery_reports()["acknowledged"]
+        if sum(report["campaign_id"] in tickets for report in acknowledged) >= send["sent"]:
+            break
+        time.sleep(0.2)
+    key = read_key(json.loads(connection)["password"])
+    url = f"{receiver_url}/sms/delivery-reports/sms_default/summary"
+    delivery = fetch_summary(SummaryRequest(url, key, tickets))
+    counts = ", ".join(f"{count} {name}" for name, count in sorted(delivery.by_status.items()))
+    return f"Delivery reports: {counts} ({delivery.final} of {send['sent']} messages have a final status)"
+
+
 def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False
@@ -200,29 +250,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # A fresh token per demo: nothing real is needed, and nothing printed is a secret worth keeping.
     with (
-        SandboxServer(token=secrets.token_urlsafe(16)) as sandbox,
+        SandboxServer(token=secrets.token_urlsafe(16), dlr=True, dlr_statuses=DLR_STATUSES) as sandbox,
         tempfile.TemporaryDirectory(prefix="sms-demo-") as tmp,
     ):
         home = Path(tmp)
         print(f"SMS sandbox listening on {sandbox.url}; throwaway AIRFLOW_HOME {home}")
-        env = airflow_env(home, DAG_FILE.parent, AIRFLOW_CONN_SMS_DEFAULT=sandbox.connection_json("json"))
+        connection = sandbox.connection_json("json", dlr_webhook_id="1", dlr_allowed_callers=["127.0.0.1"])
+        env = airflow_env(home, DAG_FILE.parent, AIRFLOW_CONN_SMS_DEFAULT=connection)
         print("airflow db migrate ...", flush=True)
         migrate = _run([AIRFLOW, "db", "migrate"], env)
         if migrate.returncode != 0:
             print(f"airflow db migrate failed:\n{_tail(migrate)}", file=sys.stderr)
             return 1
-        print(f"airflow dags test {DAG_ID} -c '{json.dumps(conf)}' ...", flush=True)
-        started = time.monotonic()
-        run = _run([AIRFLOW, "dags", "test", DAG_ID, "-f", str(DAG_FILE), "-c", json.dumps(conf)], env)
-        elapsed = time.monotonic() - started
-        record = read_run(home, DAG_ID) or DagRunRecord("(none)", None)
-        lines = summary(
-            record.states,
-            record.values,
-            sandbox.inspect.campaigns(),
-            sandbox.inspect.credits(),
-            args.max_cost,
-        )
+        with delivery_receiver(env) as receiver_url:
+            sandbox.inspect.set_webhook("1", url=f"{receiver_url}/sms/delivery-reports/sms_default")
+            print(f"airflow dags test {DAG_ID} -c '{json.dumps(conf)}' ...", flush=True)
+            started = time.monotonic()
+            run = _run([AIRFLOW, "dags", "test", DAG_ID, "-f", str(DAG_FILE), "-c", json.dumps(conf)], env)
+            elapsed = time.monotonic() - started
+            record = read_run(home, DAG_ID) or DagRunRecord("(none)", None)
+            lines = summary(
+                record.states,
+                record.values,
+                sandbox.inspect.campaigns(),
+                sandbox.inspect.credits(),
+                args.max_cost,
+            )
+            send = record.values.get("send")
+            if send:
+                lines.append(delivery_line(sandbox, receiver_url, send, connection))
     failed = run.returncode != 0
     print()
     print(f"{DAG_ID}: run {record.run_id} {'FAILED' if failed else 'succeeded'} in {elapsed:.1f} s")

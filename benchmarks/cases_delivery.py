@@ -1,0 +1,140 @@
+"""Delivery reports received by the API server of the real deployment (tests/deployment/harness.py).
+
+10,000 distinct reports are posted to ``/sms/delivery-reports/sms_default`` by 16 concurrent clients,
+as the service posts them; each is checked, stored and turned into an asset event (a DAG of the
+deployment schedules on the asset) before its 200. The baseline is the same number of GETs of the
+API server's own health endpoint through the same clients in the same run: what any request costs
+there. The load generator runs on the same two cores as the API server and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+
+from benchmarks.harness import REPORT, Record, Target, record, skipped
+
+CONCURRENCY = 16
+SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1", which the connection names
+# At least 500 reports a second: at most 2 ms of wall time per report.
+PER_REPORT_TARGET = Target(2.0, kind="at_most")
+
+
+def report_bodies(count: int) -> list[bytes]:
+    """``count`` distinct reports (a real campaign's: one per number), statuses mixed."""
+    statuses = (3, 3, 3, 2, 12)
+    return [
+        json.dumps(
+            {
+                "date": "2026-11-24T10:00:00+01:00",
+                "status": statuses[index % len(statuses)],
+                "destination": f"3367{index:07d}",
+                "campaign_id": 7_000_000 + index // 1000,
+                "country_code": "FR",
+            }
+        ).encode()
+        for index in range(count)
+    ]
+
+
+async def _load(send: Callable[[httpx.AsyncClient, int], object], count: int) -> tuple[float, list[float]]:
+    """Run ``send`` for 0..count-1 over CONCURRENCY clients; the wall time and each call's latency."""
+    latencies: list[float] = []
+    queue = iter(range(count))
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for index in queue:
+            began = time.perf_counter()
+            await send(client, index)  # type: ignore[misc]
+            latencies.append(time.perf_counter() - began)
+
+    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(CONCURRENCY)))
+        return time.perf_counter() - began, latencies
+
+
+def post_reports(url: str, bodies: Sequence[bytes]) -> tuple[float, list[float], dict[int, int]]:
+    """Post every body; the wall time, the latencies and how many answers had each HTTP status."""
+    statuses: dict[int, int] = {}
+    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": SIGNATURE}
+
+    async def send(client: httpx.AsyncClient, index: int) -> None:
+        answer = await client.post(url, content=bodies[index], headers=headers)
+        statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+
+    elapsed, latencies = asyncio.run(_load(send, len(bodies)))
+    return elapsed, latencies, statuses
+
+
+def get_health(url: str, count: int) -> tuple[float, list[float]]:
+    """GET the health endpoint ``count`` times; the wall time and the latencies."""
+
+    async def send(client: httpx.AsyncClient, index: int) -> None:
+        (await client.get(url)).raise_for_status()
+
+    return asyncio.run(_load(send, count))
+
+
+def p99(latencies: list[float]) -> float:
+    ordered = sorted(latencies)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def delivery_report_cases(count: int) -> list[Record]:
+    """The receiver's throughput and p99 latency on the deployment; skipped when it cannot start."""
+    name = "receive delivery reports (API server)"
+    try:
+        from tests.deployment.harness import DeploymentError, running_deployment
+    except ImportError as exc:
+        return [skipped(name, count, PER_REPORT_TARGET, f"the deployment harness is not importable ({exc})")]
+    from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+
+    with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
+        try:
+            with running_deployment(Path(root), TEST_TOKEN) as deployment:
+                api = f"http://127.0.0.1:{deployment.ports['api']}"
+                assert deployment.api is not None
+                # A DAG schedules on the asset, so that every report also records an asset event.
+                deployment.api.unpause("sms_on_delivery_reports")
+                bodies = report_bodies(count)
+                warm = report_bodies(count + 200)[count:]
+                post_reports(f"{api}/sms/delivery-reports/sms_default", warm)
+                get_health(f"{api}/api/v2/monitor/health", 200)
+                ours, latencies, statuses = post_reports(f"{api}/sms/delivery-reports/sms_default", bodies)
+                baseline, health_latencies = get_health(f"{api}/api/v2/monitor/health", count)
+        except DeploymentError as exc:
+            return [skipped(name, count, PER_REPORT_TARGET, f"the deployment did not start ({exc})")]
+    if statuses != {200: count}:
+        return [skipped(name, count, PER_REPORT_TARGET, f"answers were not all 200: {statuses}")]
+    rate = count / ours
+    return [
+        record(
+            name,
+            count,
+            ours / count * 1000,
+            baseline / count * 1000,
+            PER_REPORT_TARGET,
+            unit="ms",
+            note=(
+                f"{rate:.0f} reports/s ({CONCURRENCY} concurrent clients; target >= 500/s, i.e. <= 2 ms of "
+                f"wall time per report); baseline: GET /api/v2/monitor/health, {count / baseline:.0f}/s"
+            ),
+        ),
+        record(
+            "delivery report p99 latency",
+            count,
+            p99(latencies) * 1000,
+            p99(health_latencies) * 1000,
+            REPORT,
+            unit="ms",
+            note="99th percentile of one report's round trip, against the health endpoint's",
+        ),
+    ]
