@@ -73,6 +73,27 @@ def get_provider_info() -> dict[str, Any]:
                         "label": "Verify TLS certificate",
                         "schema": {"type": ["boolean", "null"], "default": True},
                     },
+                    "dlr_webhook_id": {
+                        "label": "DLR webhook id",
+                        "description": "The service's DLR webhook whose reports the API server receives "
+                        "(leave empty to receive none).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "dlr_allowed_callers": {
+                        "label": "DLR callers allowed",
+                        "description": "Addresses or networks added to the service's own, comma-separated "
+                        "(e.g. 127.0.0.1); 'any' turns the check off.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "dlr_max_body": {
+                        "label": "DLR largest body (bytes)",
+                        "schema": {"type": ["integer", "null"], "default": 16384},
+                    },
+                    "dlr_api_url": {
+                        "label": "API server URL (for the delivery-reports sensor)",
+                        "description": "As workers and the triggerer reach it; default: [api] base_url.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                 },
                 "ui-field-behaviour": {
                     "hidden-fields": ["login", "schema", "port", "extra"],

@@ -135,6 +135,23 @@ class SmsHook(BaseHook):
                 lazy_gettext("Default sender"), widget=BS3TextFieldWidget(), validators=[Optional()]
             ),
             "verify": BooleanField(lazy_gettext("Verify TLS certificate"), default=True),
+            "dlr_webhook_id": StringField(
+                lazy_gettext("DLR webhook id"), widget=BS3TextFieldWidget(), validators=[Optional()]
+            ),
+            "dlr_allowed_callers": StringField(
+                lazy_gettext("DLR callers allowed"),
+                widget=BS3TextFieldWidget(),
+                validators=[Optional()],
+                description="added to the service's addresses, comma-separated; 'any' turns the check off",
+            ),
+            "dlr_max_body": StringField(
+                lazy_gettext("DLR largest body (bytes)"), widget=BS3TextFieldWidget(), validators=[Optional()]
+            ),
+            "dlr_api_url": StringField(
+                lazy_gettext("API server URL (for the delivery-reports sensor)"),
+                widget=BS3TextFieldWidget(),
+                validators=[Optional()],
+            ),
         }
 
     @classmethod

@@ -332,7 +332,7 @@ def test_templated_fields_are_declared():
 
 def test_sms_conn_id_is_templated_on_every_task_class():
     from airflow_provider_sms.notifications.sms import SmsNotifier
-    from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor, SmsNpaiSensor, SmsWebhookSensor
 
     for task_class in (
         SmsSimulateOperator,
@@ -340,6 +340,7 @@ def test_sms_conn_id_is_templated_on_every_task_class():
         SmsSendListsOperator,
         SmsNpaiSensor,
         SmsWebhookSensor,
+        SmsDeliveryReportsSensor,
     ):
         assert task_class.template_fields[0] == "sms_conn_id", task_class
         assert len(set(task_class.template_fields)) == len(task_class.template_fields), task_class

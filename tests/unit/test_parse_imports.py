@@ -39,7 +39,7 @@ with DAG("baseline", schedule=None):
     BaseOperator(task_id="plain")
 before = set(sys.modules)
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator, SmsSimulateOperator
-from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor, SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow.sdk import DAG
 with DAG("parse_imports", schedule=None):
@@ -50,6 +50,7 @@ with DAG("parse_imports", schedule=None):
     SmsSendListsOperator(task_id="send_lists", message="Hi", lists=[1], on_cost_exceeded="skip")
     SmsWebhookSensor(task_id="webhook", webhook_id="1", deferrable=True)
     SmsNpaiSensor(task_id="npai", campaign_id="{{ ti.xcom_pull('send')['ticket'] }}", min_entries=2)
+    SmsDeliveryReportsSensor(task_id="delivery", campaign="{{ ti.xcom_pull('send') }}", deferrable=True)
     SmsNotifier(text="failed", recipients=["33612345678"])
 print(json.dumps({"new": sorted(set(sys.modules) - before), "all": sorted(sys.modules)}))
 """
@@ -86,3 +87,9 @@ def test_parse_time_checks_still_fail_bad_arguments() -> None:
         SmsSendOperator(task_id="b", message="Hi", recipients=["33612345678"], send_window="later")
     with pytest.raises(SmsValidationError, match=r"min_entries=0: must be an integer of at least 1"):
         SmsNpaiSensor(task_id="c", min_entries=0)
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    with pytest.raises(SmsValidationError, match=r"min_final_share=1.5: must be a share of the messages"):
+        SmsDeliveryReportsSensor(task_id="d", campaign=1, expected=10, min_final_share=1.5)
+    with pytest.raises(SmsValidationError, match=r"deadline=6: must be a positive timedelta"):
+        SmsDeliveryReportsSensor(task_id="e", campaign=1, expected=10, deadline=6)

@@ -24,7 +24,16 @@ def test_provider_info_has_the_keys_airflow_expects():
     assert conn_type["connection-type"] == "sms"
     module, _, cls = conn_type["hook-class-name"].rpartition(".")
     assert getattr(importlib.import_module(module), cls) is SmsHook
-    assert set(conn_type["conn-fields"]) == {"format", "timeout", "default_sender", "verify"}
+    assert set(conn_type["conn-fields"]) == {
+        "format",
+        "timeout",
+        "default_sender",
+        "verify",
+        "dlr_webhook_id",
+        "dlr_allowed_callers",
+        "dlr_max_body",
+        "dlr_api_url",
+    }
     assert conn_type["conn-fields"]["format"]["schema"]["enum"] == ["json", "xml"]
     behaviour = conn_type["ui-field-behaviour"]
     assert behaviour["relabeling"] == {"host": "Base URL", "password": "Access token"}
@@ -41,7 +50,11 @@ def test_every_module_named_in_provider_info_imports():
     ]
     for module in modules:
         importlib.import_module(module)
-    for path in info["notifications"]:
+    for path in [
+        *info["notifications"],
+        *info["db-managers"],
+        *(plugin["plugin-class"] for plugin in info["plugins"]),
+    ]:
         module, _, name = path.rpartition(".")
         assert hasattr(importlib.import_module(module), name)
 
@@ -186,6 +199,10 @@ def test_airflow_ui_form_metadata_for_the_sms_connection_type():
         "timeout": ("Timeout (seconds)", 30 if FORM_FROM_CONN_FIELDS else "30"),
         "default_sender": ("Default sender", None),
         "verify": ("Verify TLS certificate", True),
+        "dlr_webhook_id": ("DLR webhook id", None),
+        "dlr_allowed_callers": ("DLR callers allowed", None),
+        "dlr_max_body": ("DLR largest body (bytes)", 16384 if FORM_FROM_CONN_FIELDS else None),
+        "dlr_api_url": ("API server URL (for the delivery-reports sensor)", None),
     }
     if FORM_FROM_CONN_FIELDS:  # WTForms widgets have no choices in the form's schema
         assert form["extra_fields"]["format"]["schema"]["enum"] == ["json", "xml"]

@@ -1,0 +1,213 @@
+"""Delivery reports without a server: the connection's settings, the wait's arguments, the asset helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
+from airflow_provider_sms.delivery_reports.client import judge_summary
+from airflow_provider_sms.delivery_reports.receiver import Connections, Refusal
+from airflow_provider_sms.delivery_reports.settings import (
+    DEFAULT_MAX_BODY,
+    read_key,
+    receiver_settings,
+    summary_url,
+)
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsAuthError,
+    SmsNotFoundError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.models import DeliverySummary
+from airflow_provider_sms.sensors._wait_conditions import DeliveryWait
+
+
+def test_a_connection_without_a_webhook_id_receives_nothing() -> None:
+    assert receiver_settings({}, conn_id="c") is None
+    assert receiver_settings({"dlr_webhook_id": ""}, conn_id="c") is None
+
+
+def test_the_service_addresses_are_always_allowed_and_the_users_are_added() -> None:
+    settings = receiver_settings(
+        {"dlr_webhook_id": 7, "dlr_allowed_callers": "127.0.0.1, 10.0.0.0/8"}, conn_id="c"
+    )
+    assert settings is not None
+    assert settings.webhook_id == "7"
+    assert settings.max_body == DEFAULT_MAX_BODY
+    allowed = ["51.159.7.123", "51.159.21.54", "127.0.0.1", "10.20.30.40"]
+    refused = ["51.159.7.124", "8.8.8.8", "::1", "", None, "testclient"]
+    assert [settings.allows(a) for a in allowed] == [True] * 4
+    assert [settings.allows(a) for a in refused] == [False] * len(refused)
+
+
+def test_any_turns_the_caller_check_off() -> None:
+    settings = receiver_settings({"dlr_webhook_id": "1", "dlr_allowed_callers": "ANY"}, conn_id="c")
+    assert settings is not None
+    assert settings.allowed_callers is None
+    assert settings.allows("8.8.8.8")
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "words"),
+    [
+        ({"dlr_webhook_id": True}, "dlr_webhook_id", "must be the webhook's id"),
+        (
+            {"dlr_webhook_id": "1", "dlr_allowed_callers": ["127.0.0.1", "not-an-ip"]},
+            "dlr_allowed_callers",
+            "'not-an-ip' is not an IP",
+        ),
+        ({"dlr_webhook_id": "1", "dlr_allowed_callers": 5}, "dlr_allowed_callers", "must be a list"),
+        ({"dlr_webhook_id": "1", "dlr_max_body": "10"}, "dlr_max_body", "at least 512"),
+        ({"dlr_webhook_id": "1", "dlr_max_body": "big"}, "dlr_max_body", "number of bytes"),
+    ],
+)
+def test_bad_settings_name_the_field_and_the_rule(extra: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(SmsValidationError, match=words) as caught:
+        receiver_settings(extra, conn_id="sms_x")
+    assert caught.value.errors[0][0] == field
+    assert "connection 'sms_x'" in str(caught.value)
+
+
+def test_the_summary_url_prefers_the_connections_and_needs_a_scheme() -> None:
+    assert (
+        summary_url(
+            {"dlr_api_url": "http://api:8080/"}, conn_id="sms default", default_api_url="http://other"
+        )
+        == "http://api:8080/sms/delivery-reports/sms%20default/summary"
+    )
+    assert summary_url({}, conn_id="c", default_api_url="https://airflow.example.com").startswith(
+        "https://airflow.example.com/sms/"
+    )
+    with pytest.raises(SmsValidationError, match="dlr_api_url"):
+        summary_url({}, conn_id="c", default_api_url="")
+
+
+def test_the_read_key_is_derived_not_the_token() -> None:
+    key = read_key("a-token-of-some-length")
+    assert key != "a-token-of-some-length"
+    assert len(key) == 64
+    assert key == read_key("a-token-of-some-length")
+    assert key != read_key("another-token")
+
+
+def test_the_summary_answer_is_judged_by_status() -> None:
+    body = DeliverySummary(campaign_ids=[1], reported=1, by_status={"delivered": 1}, final=1, failed_count=0)
+    assert judge_summary(200, body.model_dump_json().encode(), "u").final == 1
+    with pytest.raises(SmsAuthError, match="refused the key"):
+        judge_summary(401, b"", "u")
+    with pytest.raises(SmsNotFoundError, match="dlr_webhook_id"):
+        judge_summary(404, b"{}", "u")
+    for status in (429, 500, 503):
+        with pytest.raises(SmsTransportError):
+            judge_summary(status, b"", "u")
+    with pytest.raises(SmsApiError, match="not readable"):
+        judge_summary(200, b"<html>", "u")
+
+
+def test_the_wait_reads_the_send_result_or_ids() -> None:
+    result = {"ticket": "5000001", "tickets": ["5000001", "5000002"], "sent": 2000}
+    wait = DeliveryWait.build(result, None, 0.9)
+    assert (wait.campaign_ids, wait.expected, wait.min_final_share) == ((5000001, 5000002), 2000, 0.9)
+    assert DeliveryWait.build("42", "10", "1").to_kwargs() == {
+        "campaign_ids": [42],
+        "expected": 10,
+        "min_final_share": 1.0,
+    }
+    assert DeliveryWait.build([1, "2"], 5, 0.5).campaign_ids == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("campaign", "expected", "share", "field"),
+    [
+        (None, 10, 0.9, "campaign"),
+        ("abc", 10, 0.9, "campaign"),
+        ([], 10, 0.9, "campaign"),
+        ({"tickets": [], "sent": 3}, None, 0.9, "campaign"),
+        (1, None, 0.9, "expected"),
+        (1, -1, 0.9, "expected"),
+        (1, 10, 0, "min_final_share"),
+        (1, 10, "most", "min_final_share"),
+    ],
+)
+def test_bad_wait_arguments_name_the_field(campaign: Any, expected: Any, share: Any, field: str) -> None:
+    with pytest.raises(SmsValidationError) as caught:
+        DeliveryWait.build(campaign, expected, share)
+    assert caught.value.errors[0][0] == field
+
+
+def test_the_share_and_the_result() -> None:
+    wait = DeliveryWait.build(7, 4, 0.75)
+    summary = DeliverySummary(
+        campaign_ids=[7],
+        reported=4,
+        by_status={"delivered": 2, "expired": 1, "sent": 1},
+        final=3,
+        failed_count=1,
+        failed=["33600000003"],
+    )
+    assert wait.reached(summary)
+    assert "3 of 4 messages have a final status (75.0%, 75% needed)" in wait.describe(summary)
+    assert wait.result(summary, complete=True)["failed"] == ["33600000003"]
+    assert DeliveryWait.build(7, 0, 1).reached(summary)  # nothing expected: nothing to wait for
+
+
+@dataclass
+class Event:
+    extra: Any
+
+
+def test_reports_are_read_from_triggering_events_of_any_shape() -> None:
+    ours = {
+        "date": "2026-11-24T10:00:00+01:00",
+        "status": 3,
+        "destination": "+33 6 12 34 56 78",
+        "campaign_id": 5,
+        "conn_id": "sms_default",
+        "message_id": 12,
+    }
+    other = {"rows": 10}
+    by_asset = {
+        "sms_delivery_reports/sms_default": [Event(ours)],
+        "warehouse/orders": [Event(other), Event(None)],
+    }
+    (report,) = reports_from_events(by_asset)
+    assert (report.destination, report.message_id, report.status_name) == ("33612345678", "12", "delivered")
+    assert reports_from_events([Event(ours), Event(ours)]) == [report, report]
+    assert reports_from_events(None) == []
+
+
+def test_the_asset_is_per_connection() -> None:
+    asset = delivery_reports_asset("sms_eu")
+    assert (asset.name, asset.uri) == ("sms_delivery_reports/sms_eu", "sms_delivery_reports/sms_eu")
+    assert delivery_reports_asset().name == "sms_delivery_reports/sms_default"
+
+
+def test_connections_are_kept_a_while_and_unknown_names_do_not_grow_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    connections = Connections(clock=lambda: now[0])
+    reads: list[str] = []
+
+    def read(conn_id: str) -> Refusal:
+        reads.append(conn_id)
+        return Refusal(404, f"no connection {conn_id!r}")
+
+    monkeypatch.setattr(connections, "_read", read)
+    for _ in range(3):
+        with pytest.raises(Refusal):
+            connections.get("nobody")
+    assert reads == ["nobody"]
+    now[0] += 31
+    with pytest.raises(Refusal):
+        connections.get("nobody")
+    assert reads == ["nobody", "nobody"]
+    for index in range(300):
+        with pytest.raises(Refusal):
+            connections.get(f"made-up-{index}")
+    assert len(connections._known) <= 257
