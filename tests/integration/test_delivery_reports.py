@@ -462,3 +462,21 @@ def test_the_trigger_waits_for_the_share_then_yields_the_counts(
     classpath, kwargs = trigger.serialize()
     assert classpath.endswith("SmsDeliveryReportsTrigger")
     assert (kwargs["campaign_ids"], kwargs["deadline"]) == ([777], "2099-01-01T00:00:00+00:00")
+
+
+def test_the_sandbox_turns_reports_on_at_run_time_and_refuses_bad_settings(
+    sms_sandbox: SandboxServer,
+) -> None:
+    import requests
+
+    assert sms_sandbox.inspect.set_delivery_reports(True, statuses=[3, 12], tries=9) == {
+        "enabled": True,
+        "statuses": [3, 12],
+        "tries": 9,
+    }
+    with pytest.raises(requests.HTTPError, match="statuses must be a non-empty list of integers"):
+        sms_sandbox.inspect.set_delivery_reports(True, statuses=[])
+    with pytest.raises(requests.HTTPError, match="tries must be an integer of at least 1"):
+        sms_sandbox.inspect.set_delivery_reports(True, tries=0)
+    sms_sandbox.inspect.reset()
+    assert sms_sandbox.state.dlr_enabled is False  # back to the start-up's
