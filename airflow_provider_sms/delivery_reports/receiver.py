@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 # How long a connection and a webhook's signature are trusted before they are read again.
 CONNECTION_TTL = 30.0
 SIGNATURE_TTL = 300.0
+# How long the receiver trusts that a DAG declares (or not) a connection's asset.
+ASSET_TTL = 30.0
 # A wrong signature makes the receiver read the webhook again (the signature may have been renewed),
 # at most this often per connection, so that a flood of forged calls does not flood the service.
 SIGNATURE_RECHECK_INTERVAL = 30.0
@@ -97,6 +99,15 @@ class Connections:
         self._expiry: dict[str, float] = {}
         self._lock = threading.Lock()
 
+    def fresh(self, conn_id: str) -> ReceivingConnection | None:
+        """The connection as last read, if that was less than :data:`CONNECTION_TTL` ago (no I/O)."""
+        known = self._known.get(conn_id)
+        if known is None or self._expiry.get(conn_id, 0.0) <= self._clock():
+            return None
+        if isinstance(known, Refusal):
+            raise known
+        return known
+
     def get(self, conn_id: str) -> ReceivingConnection:
         """The connection ``conn_id``; raises :class:`Refusal` (404) for one that receives no reports."""
         now = self._clock()
@@ -132,6 +143,12 @@ class Connections:
             return Refusal(404, f"connection {conn_id!r} does not receive delivery reports (see the logs)")
         return ReceivingConnection(hook=hook, settings=settings)
 
+    def known_signature(self, receiving: ReceivingConnection) -> str | None:
+        """The signature as last read, if that was less than :data:`SIGNATURE_TTL` ago (no I/O)."""
+        if receiving.signature is None or self._clock() - receiving.signature_read_at >= SIGNATURE_TTL:
+            return None
+        return receiving.signature
+
     def signature(self, receiving: ReceivingConnection, *, recheck: bool = False) -> str:
         """The DLR webhook's signature, read from the service with GET /webhook/:id and kept a while.
 
@@ -154,12 +171,13 @@ class Connections:
         return receiving.signature
 
 
-def store_report(conn_id: str, report: DeliveryReport) -> bool:
-    """Store ``report`` and its asset event in one transaction; False when it was stored before."""
+def store_report(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) -> bool:
+    """Store ``report`` and its asset event in one transaction; False when it was stored before.
+
+    :param assets: which assets DAGs declare (only those get events).
+    """
     from airflow.assets.manager import asset_manager
-    from airflow.models.asset import AssetModel
     from airflow.utils.session import create_session
-    from sqlalchemy import select
     from sqlalchemy.exc import IntegrityError
 
     from airflow_provider_sms.delivery_reports.store import insert_report
@@ -169,10 +187,8 @@ def store_report(conn_id: str, report: DeliveryReport) -> bool:
         # Leaving the block commits: the caller answers 200 only after this returns.
         with create_session(scoped=False) as session:
             insert_report(session, conn_id, report)
-            asset = session.scalar(select(AssetModel).where(AssetModel.name == name, AssetModel.uri == name))
-            if asset is None:
-                _log_no_asset(name)
-            else:
+            asset = assets.get(name, session)
+            if asset is not None:
                 asset_manager.register_asset_change(
                     asset=asset, extra=event_extra(conn_id, report), session=session
                 )
@@ -181,14 +197,29 @@ def store_report(conn_id: str, report: DeliveryReport) -> bool:
     return True
 
 
-_UNSCHEDULED: set[str] = set()
+class DeclaredAssets:
+    """Whether a DAG declares a connection's asset, looked up at most every :data:`ASSET_TTL` seconds.
 
+    ``register_asset_change`` looks the asset up itself, but logs a warning per call when no DAG
+    declares it; at thousands of reports a minute, the receiver checks first, and says it once.
+    """
 
-def _log_no_asset(name: str) -> None:
-    # Once per asset and process: the service may post thousands of reports a minute.
-    if name not in _UNSCHEDULED:
-        _UNSCHEDULED.add(name)
-        log.info("No DAG schedules on asset %r: delivery reports are stored, without asset events", name)
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Any, float]] = {}
+
+    def get(self, name: str, session: Any) -> Any:
+        """The asset's row (detached; its name and URI are what is used), or None when none is declared."""
+        from airflow.models.asset import AssetModel
+        from sqlalchemy import select
+
+        known = self._known.get(name)
+        if known is not None and known[1] > time.monotonic():
+            return known[0]
+        asset = session.scalar(select(AssetModel).where(AssetModel.name == name, AssetModel.uri == name))
+        if asset is None and known is None:
+            log.info("No DAG schedules on asset %r: delivery reports are stored, without asset events", name)
+        self._known[name] = (asset, time.monotonic() + ASSET_TTL)
+        return asset
 
 
 def event_extra(conn_id: str, report: DeliveryReport) -> dict[str, Any]:
@@ -236,6 +267,7 @@ def build_app(connections: Connections | None = None) -> FastAPI:
     :param connections: where connections are read (a fresh :class:`Connections` when None).
     """
     connections = connections or Connections()
+    assets = DeclaredAssets()
     app = FastAPI(title="SMS delivery reports", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(Refusal)
@@ -247,7 +279,10 @@ def build_app(connections: Connections | None = None) -> FastAPI:
 
     @app.post("/delivery-reports/{conn_id}")
     async def receive(conn_id: str, request: Request) -> Response:
-        receiving = await run_in_threadpool(connections.get, conn_id)
+        # The connection and the signature are read once in a while: the common case needs no thread.
+        receiving = connections.fresh(conn_id)
+        if receiving is None:
+            receiving = await run_in_threadpool(connections.get, conn_id)
         settings = receiving.settings
         if settings is None:
             raise Refusal(
@@ -281,7 +316,7 @@ def build_app(connections: Connections | None = None) -> FastAPI:
         except SmsValidationError as exc:
             raise Refusal(422, str(exc)) from None
         try:
-            stored = await run_in_threadpool(store_report, conn_id, report)
+            stored = await run_in_threadpool(store_report, conn_id, report, assets)
         except Exception:
             log.exception(
                 "Delivery reports for %s: report of campaign %s for %s not stored (is the table there? run "
