@@ -277,6 +277,11 @@ def build_app(connections: Connections | None = None) -> FastAPI:
         log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.detail)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
+    @app.get("/delivery-reports/_health")
+    async def health() -> dict[str, str]:
+        # For load balancers and probes: no connection, no database, nothing a caller can learn.
+        return {"status": "healthy"}
+
     @app.post("/delivery-reports/{conn_id}")
     async def receive(conn_id: str, request: Request) -> Response:
         # The connection and the signature are read once in a while: the common case needs no thread.

@@ -594,6 +594,8 @@ class Deployment:
                 "AIRFLOW_CONN_SMS_DEFAULT": self.connection(self.sandbox_url),
                 # Receives only from the service's documented addresses (the hostile-input scenario).
                 "AIRFLOW_CONN_SMS_SERVICE_ONLY": self.connection(self.sandbox_url, dlr_allowed_callers=[]),
+                # Receives reports like sms_default, but no DAG schedules on its asset: no asset events.
+                "AIRFLOW_CONN_SMS_UNSCHEDULED": self.connection(self.sandbox_url),
                 **TUNING,
             }
         )
