@@ -201,7 +201,8 @@ class DeclaredAssets:
     """Whether a DAG declares a connection's asset, looked up at most every :data:`ASSET_TTL` seconds.
 
     ``register_asset_change`` looks the asset up itself, but logs a warning per call when no DAG
-    declares it; at thousands of reports a minute, the receiver checks first, and says it once.
+    declares it (or declared it once); at thousands of reports a minute, the receiver checks first,
+    and says it once.
     """
 
     def __init__(self) -> None:
@@ -209,13 +210,18 @@ class DeclaredAssets:
 
     def get(self, name: str, session: Any) -> Any:
         """The asset's row (detached; its name and URI are what is used), or None when none is declared."""
-        from airflow.models.asset import AssetModel
+        from airflow.models.asset import AssetActive, AssetModel
         from sqlalchemy import select
 
         known = self._known.get(name)
         if known is not None and known[1] > time.monotonic():
             return known[0]
-        asset = session.scalar(select(AssetModel).where(AssetModel.name == name, AssetModel.uri == name))
+        # Active: a DAG that is still there declares it (an asset whose DAGs are gone keeps its row).
+        asset = session.scalar(
+            select(AssetModel)
+            .join(AssetActive, (AssetActive.name == AssetModel.name) & (AssetActive.uri == AssetModel.uri))
+            .where(AssetModel.name == name, AssetModel.uri == name)
+        )
         if asset is None and known is None:
             log.info("No DAG schedules on asset %r: delivery reports are stored, without asset events", name)
         self._known[name] = (asset, time.monotonic() + ASSET_TTL)

@@ -303,7 +303,7 @@ def test_signature_unreadable_or_table_missing_is_503_which_the_service_retries(
 def test_a_report_becomes_an_event_of_the_connections_asset(
     receiver: ThreadedServer, fresh_table: Any
 ) -> None:
-    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.models.asset import AssetActive, AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
     asset = delivery_reports_asset("sms_default")
@@ -311,6 +311,7 @@ def test_a_report_becomes_an_event_of_the_connections_asset(
         if session.scalar(select(AssetModel).where(AssetModel.name == asset.name)) is None:
             # What the DAG processor writes when a DAG schedules on the asset.
             session.add(AssetModel(name=asset.name, uri=asset.uri))
+            session.add(AssetActive(name=asset.name, uri=asset.uri))
     assert post(receiver, report(destination="33600000042", campaign_id=4242)).status_code == 200
     assert post(receiver, report(destination="33600000042", campaign_id=4242)).json() == {
         "outcome": "duplicate"
@@ -480,3 +481,34 @@ def test_the_sandbox_turns_reports_on_at_run_time_and_refuses_bad_settings(
         sms_sandbox.inspect.set_delivery_reports(True, tries=0)
     sms_sandbox.inspect.reset()
     assert sms_sandbox.state.dlr_enabled is False  # back to the start-up's
+
+
+def test_without_a_dag_on_the_asset_reports_are_stored_and_that_is_said_once(
+    receiver: ThreadedServer,
+    fresh_table: Any,
+    sms_sandbox: SandboxServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    connection_env(monkeypatch, sms_sandbox, conn_id="sms_nobody_schedules")
+    with caplog.at_level("INFO", logger="airflow_provider_sms.delivery_reports.receiver"):
+        for index in range(3):
+            body = report(f"3360000010{index}", campaign_id=5151)
+            assert post(receiver, body, conn_id="sms_nobody_schedules").status_code == 200
+    assert stored(fresh_table, 5151) == 3
+    said = [
+        r for r in caplog.records if "No DAG schedules on asset 'sms_delivery_reports/sms_nobody" in r.message
+    ]
+    assert len(said) == 1
+    with create_session() as session:
+        assert session.scalar(select(AssetModel).where(AssetModel.name.like("%sms_nobody_schedules"))) is None
+        events = session.scalars(select(AssetEvent)).all()
+        assert not [event for event in events if event.extra.get("campaign_id") == 5151]
+
+
+def test_the_health_probe_answers_without_a_connection(receiver: ThreadedServer) -> None:
+    answer = httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10)
+    assert (answer.status_code, answer.json()) == (200, {"status": "healthy"})
