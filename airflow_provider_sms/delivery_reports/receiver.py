@@ -68,6 +68,10 @@ class Refusal(Exception):
         self.detail = detail
         self.headers = headers
 
+    def again(self) -> Refusal:
+        """A new refusal like this one: a kept one raised again would grow its traceback each time."""
+        return Refusal(self.status, self.detail, headers=self.headers)
+
 
 class _ServerSideSmsHook(SmsHook):
     """SmsHook reading its connection as the API server does: from Airflow's secrets backends."""
@@ -105,7 +109,7 @@ class Connections:
         if known is None or self._expiry.get(conn_id, 0.0) <= self._clock():
             return None
         if isinstance(known, Refusal):
-            raise known
+            raise known.again()
         return known
 
     def get(self, conn_id: str) -> ReceivingConnection:
@@ -121,7 +125,7 @@ class Connections:
                 self._known[conn_id] = known
                 self._expiry[conn_id] = now + CONNECTION_TTL
         if isinstance(known, Refusal):
-            raise known
+            raise known.again()
         return known
 
     def _read(self, conn_id: str) -> ReceivingConnection | Refusal:
