@@ -1,8 +1,8 @@
-"""Async triggers behind the sensors' ``deferrable=True``: they poll the service from the triggerer.
+"""Async triggers behind the sensors' ``deferrable=True``: they poll from the triggerer.
 
-A triggerer restart runs ``run()`` again from the start, so triggers only ever read, through
-:class:`~airflow_provider_sms.hooks.sms.SmsAsyncHook` (GET /webhook/:id, GET /npai); nothing that
-sends can run here. Transient read errors (connection, 429, 5xx) are retried inside the poll loop;
+A triggerer restart runs ``run()`` again from the start, so triggers only ever read: the service
+through :class:`~airflow_provider_sms.hooks.sms.SmsAsyncHook` (GET /webhook/:id, GET /npai), or the
+delivery-report receiver's summary on the Airflow API server; nothing that sends can run here. Transient read errors (connection, 429, 5xx) are retried inside the poll loop;
 an unknown id, a rejected token or bad input end the wait with an error event.
 
 The conditions they wait for are those of the sensors' ``poke``
