@@ -87,7 +87,8 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "dlr_max_body": {
                         "label": "DLR largest body (bytes)",
-                        "schema": {"type": ["integer", "null"], "default": 16384},
+                        "description": "The largest delivery-report body read (default 16384, at least 512).",
+                        "schema": {"type": ["integer", "null"]},
                     },
                     "dlr_api_url": {
                         "label": "API server URL (for the delivery-reports sensor)",

@@ -26,7 +26,16 @@ pytestmark = pytest.mark.ui
 
 CONN_ID = "sms_ui_e2e"
 HOOK_NAME = "SMS campaign service"
-EXTRA_LABELS = ["Wire format", "Timeout (seconds)", "Default sender", "Verify TLS certificate"]
+EXTRA_LABELS = [
+    "Wire format",
+    "Timeout (seconds)",
+    "Default sender",
+    "Verify TLS certificate",
+    "DLR webhook id",
+    "DLR callers allowed",
+    "DLR largest body (bytes)",
+    "API server URL (for the delivery-reports sensor)",
+]
 
 
 def _row(page: Page) -> Locator:
@@ -127,6 +136,11 @@ def test_sms_connection_form_and_test_button(page: Page, api_server: str, sms_sa
         "timeout": 30,
         "default_sender": "ACME",
         "verify": True,
+        # The delivery-report fields left empty: stored empty, so the connection receives no reports.
+        "dlr_webhook_id": None,
+        "dlr_allowed_callers": None,
+        "dlr_max_body": None,
+        "dlr_api_url": None,
     }
 
     # Airflow 3.3.2's row Test button sends port Number(null) == 0 for a connection without a port and

@@ -201,7 +201,7 @@ def test_airflow_ui_form_metadata_for_the_sms_connection_type():
         "verify": ("Verify TLS certificate", True),
         "dlr_webhook_id": ("DLR webhook id", None),
         "dlr_allowed_callers": ("DLR callers allowed", None),
-        "dlr_max_body": ("DLR largest body (bytes)", 16384 if FORM_FROM_CONN_FIELDS else None),
+        "dlr_max_body": ("DLR largest body (bytes)", None),
         "dlr_api_url": ("API server URL (for the delivery-reports sensor)", None),
     }
     if FORM_FROM_CONN_FIELDS:  # WTForms widgets have no choices in the form's schema
