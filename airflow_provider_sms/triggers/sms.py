@@ -2,8 +2,9 @@
 
 A triggerer restart runs ``run()`` again from the start, so triggers only ever read: the service
 through :class:`~airflow_provider_sms.hooks.sms.SmsAsyncHook` (GET /webhook/:id, GET /npai), or the
-delivery-report receiver's summary on the Airflow API server; nothing that sends can run here. Transient read errors (connection, 429, 5xx) are retried inside the poll loop;
-an unknown id, a rejected token or bad input end the wait with an error event.
+delivery-report receiver's summary on the Airflow API server; nothing that sends can run here.
+Transient read errors (connection, 429, 5xx) are retried inside the poll loop; an unknown id, a
+rejected token or bad input end the wait with an error event.
 
 The conditions they wait for are those of the sensors' ``poke``
 (:mod:`airflow_provider_sms.sensors._wait_conditions`), so every mode decides the same way.

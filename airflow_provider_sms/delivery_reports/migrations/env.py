@@ -20,15 +20,17 @@ def include_object(_object: Any, name: str | None, type_: str, *_args: Any) -> b
     return type_ != "table" or name in TABLE_NAMES
 
 
+# What both modes configure the same way: our tables only, under our own version table.
+OPTIONS: dict[str, Any] = {
+    "target_metadata": target_metadata,
+    "render_as_batch": True,
+    "version_table": SmsDeliveryReportsDBManager.version_table_name,
+    "include_object": include_object,
+}
+
+
 def run_migrations_offline() -> None:
-    context.configure(
-        url=settings.SQL_ALCHEMY_CONN,
-        target_metadata=target_metadata,
-        literal_binds=True,
-        render_as_batch=True,
-        version_table=SmsDeliveryReportsDBManager.version_table_name,
-        include_object=include_object,
-    )
+    context.configure(url=settings.SQL_ALCHEMY_CONN, literal_binds=True, **OPTIONS)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -40,14 +42,7 @@ def run_migrations_online() -> None:
             if settings.engine is None:
                 raise RuntimeError("Airflow's database engine is not configured")
             connection = stack.enter_context(settings.engine.connect())
-        context.configure(
-            connection=connection,
-            transaction_per_migration=True,
-            target_metadata=target_metadata,
-            render_as_batch=True,
-            version_table=SmsDeliveryReportsDBManager.version_table_name,
-            include_object=include_object,
-        )
+        context.configure(connection=connection, transaction_per_migration=True, **OPTIONS)
         with context.begin_transaction():
             context.run_migrations()
 
