@@ -57,7 +57,9 @@ def bare_send(path: Path, batch_size: int, url: str, token: str) -> dict[str, An
     import requests
 
     session = requests.Session()
-    session.headers.update({"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    session.headers.update(
+        {"Authorization": f"Bearer {token}", "Accept": "application/json", "Content-Type": "application/json"}
+    )
 
     def post(numbers: list[str]) -> None:
         gsm = [{"value": number} for number in numbers]
