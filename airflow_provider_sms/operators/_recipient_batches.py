@@ -255,21 +255,36 @@ def _rows(handle: IO[Any], field: str, column: str | None) -> Iterator[Any]:
 
 
 def _csv_rows(text: IO[str], field: str, column: str | None) -> Iterator[Any]:
-    rows = ([cell.strip() for cell in row] for row in csv.reader(text))
+    reader = csv.reader(text)
+    rows = ([cell.strip() for cell in row] for row in reader)
     rows = (cells for cells in rows if cells and any(cells))
     if column is not None:
         yield from _column_rows(rows, field, column)
         return
-    for line_number, cells in enumerate(rows):
-        if line_number == 0 and cells[0].lower() == "value":
-            continue
-        if line_number == 0 and _looks_like_a_header(cells[0]):
+    first = next(rows, None)
+    if first is None:
+        return
+    if first[0].lower() != "value":
+        if _looks_like_a_header(first[0]):
             raise SmsValidationError.for_field(
                 field,
-                f"{field}: the file starts with a header ({', '.join(repr(c) for c in cells[:6])}), not with "
+                f"{field}: the file starts with a header ({', '.join(repr(c) for c in first[:6])}), not with "
                 f"a telephone number. {FILE_FORMAT}",
             )
-        yield {"value": cells[0], "gsmsmsid": cells[1] or None} if len(cells) > 1 else cells[0]
+        yield _recipient(first)
+    # The other rows straight from the reader: a lone number, the usual row of a million-number file,
+    # is yielded without building a list of cells (twice as fast).
+    for row in reader:
+        if len(row) == 1:
+            if number := row[0].strip():
+                yield number
+        elif any(cells := [cell.strip() for cell in row]):
+            yield _recipient(cells)
+
+
+def _recipient(cells: list[str]) -> Any:
+    """The recipient of a row's stripped cells: the number, or ``{value, gsmsmsid}``."""
+    return {"value": cells[0], "gsmsmsid": cells[1] or None} if len(cells) > 1 else cells[0]
 
 
 def _column_rows(rows: Iterator[list[str]], field: str, column: str) -> Iterator[Any]:
