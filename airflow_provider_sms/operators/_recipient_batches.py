@@ -140,8 +140,8 @@ class RecipientSource:
     def plan(self, size: int) -> BatchPlan:
         """Read everything once: check every recipient, remove duplicates, count batches; no request made.
 
-        The valid recipients are written to a temporary file (digits, or the JSON of a recipient with
-        a ``gsmsmsid``, one a line), which :meth:`batches` reads back.
+        The valid recipients are written to a temporary file, one a line: the digits of a number, the
+        JSON of a :class:`Recipient` (one with a ``gsmsmsid``); :meth:`batches` reads them back.
 
         :raises SmsValidationError: quoting the bad numbers of up to three batches, with their
             positions in the whole input.
@@ -155,7 +155,9 @@ class RecipientSource:
             batches += 1
             recipients += len(batch)
             duplicates = dropped
-            valid.writelines(_line(item) for item in batch)
+            # One write per batch: a text file encodes each write apart, a million of them cost 0.3 s.
+            lines = [item if type(item) is str else item.model_dump_json() for item in batch]  # type: ignore[union-attr]
+            valid.write("\n".join(lines) + "\n")
         if errors:
             valid.close()
             more = len(errors) - _QUOTED_BATCHES
@@ -231,11 +233,6 @@ class RecipientSource:
                 pending = pending[size:]
         if pending:
             yield pending, duplicates
-
-
-def _line(item: str | Recipient) -> str:
-    """A valid recipient as a line of plan()'s file: its digits, or its JSON when it has a gsmsmsid."""
-    return f"{item.model_dump_json()}\n" if isinstance(item, Recipient) else f"{item}\n"
 
 
 def _is_file(value: object) -> TypeGuard[IO[Any]]:

@@ -32,7 +32,7 @@ class SeenNumbers:
         kept: list[str | Recipient] = []
         keep = kept.append
         for item in items:
-            number = item.value if isinstance(item, Recipient) else item
+            number = item if type(item) is str else item.value  # type: ignore[union-attr]
             index = hash(number) & _MASK
             bucket = buckets[index]
             if f"|{number}|" not in bucket:
