@@ -69,13 +69,35 @@ async def test_hooks_of_one_loop_and_connection_share_one_client_closed_by_the_l
     assert not _async_clients._by_loop  # nothing left behind, the closer task included
 
 
-async def test_the_pool_is_bounded(built):
-    hook = SmsAsyncHook()
-    await hook.get_webhook("1839")
+async def test_requests_in_flight_are_bounded_by_the_pool(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
+    in_flight, most = 0, 0
 
-    pool = built.clients[0]._transport._pool  # type: ignore[attr-defined]
-    assert pool._max_connections == MAX_CONNECTIONS
-    await hook.aclose()
+    async def slow(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        webhook = {"status": 1, "message": "OK", "webhook": WEBHOOK}
+        # Streamed, as a network answer is (the hook reads the raw stream).
+        return httpx.Response(200, stream=httpx.ByteStream(codec.encode_response(webhook, "json")))
+
+    build = SmsAsyncHook._client
+    monkeypatch.setattr(
+        SmsAsyncHook, "_client", lambda self, s: build(self, s, transport=httpx.MockTransport(slow))
+    )
+    hooks = [SmsAsyncHook() for _ in range(3 * MAX_CONNECTIONS)]
+
+    await asyncio.gather(*(hook.get_webhook("1839") for hook in hooks))
+
+    assert most == MAX_CONNECTIONS
+    for hook in hooks:
+        await hook.aclose()
+    # The client's own pool is bounded alike.
+    client = build(SmsAsyncHook(), await hooks[0].get_settings())
+    assert client._transport._pool._max_connections == MAX_CONNECTIONS  # type: ignore[attr-defined]
+    await client.aclose()
 
 
 async def test_a_hook_used_again_after_aclose_gets_a_new_client(built):
