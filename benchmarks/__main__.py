@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cases_codec, cases_delivery, cases_http, cases_startup
+from benchmarks import cases_campaign, cases_codec, cases_delivery, cases_http, cases_startup, cases_triggers
 from benchmarks.harness import Record, format_notes, format_table, skipped
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -29,6 +29,10 @@ class Sizes:
     npai: int
     calls: int
     recipients: int
+    webhook_triggers: int
+    npai_triggers: int
+    npai_entries: int
+    rounds: int
     reps: int
     http_reps: int
     process_reps: int
@@ -39,7 +43,11 @@ FULL = Sizes(
     numbers=1_000_000,
     npai=100_000,
     calls=2_000,
-    recipients=200_000,
+    recipients=1_000_000,
+    webhook_triggers=1_000,
+    npai_triggers=200,
+    npai_entries=5_000,
+    rounds=3,
     reps=5,
     http_reps=3,
     process_reps=7,
@@ -47,8 +55,21 @@ FULL = Sizes(
 )
 # Small enough to finish in well under a minute on a loaded two-core machine: a smoke check only.
 QUICK = Sizes(
-    numbers=50_000, npai=5_000, calls=100, recipients=5_000, reps=2, http_reps=1, process_reps=2, reports=0
+    numbers=50_000,
+    npai=5_000,
+    calls=100,
+    recipients=5_000,
+    webhook_triggers=20,
+    npai_triggers=5,
+    npai_entries=500,
+    rounds=2,
+    reps=2,
+    http_reps=1,
+    process_reps=2,
+    reports=0,
 )
+# Longest the triggers' load may run before the case fails (seconds).
+TRIGGERS_DEADLINE = 600.0
 
 
 def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
@@ -57,8 +78,14 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
         "encode": lambda: cases_codec.encode_cases(sizes.numbers, sizes.reps),
         "decode": lambda: cases_codec.decode_cases(sizes.npai, sizes.reps),
         "http": lambda: cases_http.webhook_cases(sizes.calls, sizes.http_reps),
-        "send": lambda: [cases_http.batched_send_case(sizes.recipients)],
-        "import": lambda: [cases_startup.import_case(sizes.process_reps)],
+        "send": lambda: cases_campaign.million_send_cases(sizes.recipients, sizes.http_reps),
+        "triggers": lambda: cases_triggers.trigger_cases(
+            sizes.webhook_triggers, sizes.npai_triggers, sizes.npai_entries, sizes.rounds, TRIGGERS_DEADLINE
+        ),
+        "import": lambda: [
+            cases_startup.import_case(sizes.process_reps),
+            cases_startup.own_import_case(sizes.process_reps),
+        ],
         "dag": lambda: cases_startup.dag_parse_cases(dag, sizes.process_reps),
         "delivery": lambda: delivery_cases(sizes),
     }

@@ -1,8 +1,10 @@
 """HTTP cases against the sandbox on 127.0.0.1: what the hook adds over the clients a user would write.
 
 For the GET /webhook cases the sandbox runs in this process (its own thread), so every side shares
-the same server and the same CPU; for the batched send it runs in its own process, and the operator in
-another. Connections are defined by ``AIRFLOW_CONN_*`` environment variables, as in a worker.
+the same server and the same CPU; :func:`serving` and :func:`sandbox_process` run it in its own
+process for the cases that need it alone (:mod:`benchmarks.cases_campaign`,
+:mod:`benchmarks.cases_triggers`). Connections are defined by ``AIRFLOW_CONN_*`` environment
+variables, as in a worker.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -179,64 +180,15 @@ def _http_hook() -> Any:
     return HttpHook(method="GET", http_conn_id=HTTP_CONN_ID)
 
 
-# The operator run in a child interpreter, as a task would: the send guard keeps its records in memory
-# (no task runtime here, the same stand-in the operator tests use). Prints one JSON line: wall time of
-# execute(), the process's peak RSS before and after it (kernel high-water mark), and the result.
-_SEND_CHILD = """
-import json, resource, sys, time
-from pathlib import Path
-from tests.task_instance import FakeTaskInstance
-from airflow_provider_sms.operators import _send_guard as guard
-from airflow_provider_sms.operators.sms import SmsSendOperator
-from tests.conftest import MemoryVariables
-
-def peak_rss():
-    # Linux: VmHWM, the peak of this program alone (ru_maxrss would keep the high-water mark of the
-    # parent this process was forked from). Elsewhere ru_maxrss, in bytes on macOS.
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-guard.Variable = MemoryVariables
-operator = SmsSendOperator(
-    task_id="send", message="Flash sale tonight", recipients=Path(sys.argv[1]),
-    batch_size=int(sys.argv[2]), max_cost=10**9,
-)
-ti = FakeTaskInstance(dag_id="bench", run_id="bench")
-before = peak_rss()
-started = time.perf_counter()
-result = operator.execute({"ti": ti})
-elapsed = time.perf_counter() - started
-print(json.dumps({"seconds": elapsed, "rss_before": before, "rss_peak": peak_rss(), "result": result}))
-"""
-BATCHES = 20
-
-
 @contextmanager
-def sandbox_process() -> Iterator[str]:
-    """The sandbox in its own process on a free port of 127.0.0.1 (``python -m ...sandbox``); yield its URL.
-
-    Credits and the anti-flood limit are raised so that a big send is never refused by them.
-    """
-    command = [
-        sys.executable,
-        "-m",
-        "airflow_provider_sms.sandbox",
-        "--port",
-        "0",
-        "--token",
-        TOKEN,
-        "--credits",
-        str(10**9),
-        "--flood-limit",
-        str(10**6),
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def serving(command: list[str]) -> Iterator[str]:
+    """Run ``command``, a sandbox printing ``SMS sandbox listening on URL`` first; yield the URL; stop it."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()  # "SMS sandbox listening on http://127.0.0.1:PORT"
+        line = process.stdout.readline()
         if not line.startswith("SMS sandbox listening on "):
             raise RuntimeError(f"the sandbox did not start: {line!r}")
         yield line.rsplit(" ", 1)[1].strip()
@@ -249,55 +201,23 @@ def sandbox_process() -> Iterator[str]:
             process.wait()
 
 
-def batched_send_case(recipients: int) -> Record:
-    """``recipients`` numbers sent by SmsSendOperator in 20 batches to the sandbox: wall time, peak RSS.
+def sandbox_process() -> AbstractContextManager[str]:
+    """The sandbox in its own process on a free port of 127.0.0.1 (``python -m ...sandbox``); yields its URL.
 
-    The operator runs in a fresh interpreter and the sandbox in a third process, so the peak RSS is the
-    operator process's alone (the sandbox keeps every recipient it is sent). One run: a send is not
-    repeatable against the same sandbox state, and the figure is reported, not compared.
+    Credits and the anti-flood limit are raised so that a big send is never refused by them.
     """
-    name = "batched send through SmsSendOperator"
-    if not sandbox_available():
-        return skipped(name, recipients, REPORT, SANDBOX_MISSING)
-    from airflow_provider_sms.sandbox import InspectionClient
-
-    batch_size = max(1, recipients // BATCHES)
-    with tempfile.TemporaryDirectory() as folder, sandbox_process() as url:
-        path = Path(folder) / "numbers.csv"
-        path.write_text("".join(f"336{index:08d}\n" for index in range(recipients)))
-        env = {
-            **os.environ,
-            "AIRFLOW_CONN_SMS_DEFAULT": json.dumps({"conn_type": "sms", "host": url, "password": TOKEN}),
-        }
-        done = subprocess.run(
-            [sys.executable, "-c", _SEND_CHILD, str(path), str(batch_size)],
-            capture_output=True,
-            text=True,
-            timeout=SEND_TIMEOUT,
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"the operator's child failed: {done.stderr[-2000:]}")
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-        sent = sum(len(campaign["recipients"]) for campaign in InspectionClient(url).campaigns())
-    result = report["result"]
-    if result["total"] != recipients or sent != recipients:
-        raise AssertionError(
-            f"{recipients} numbers given, the operator sent {result['total']}, the sandbox got {sent}"
-        )
-    mib = 1024 * 1024
-    return record(
-        name,
-        recipients,
-        report["seconds"],
-        None,
-        REPORT,
-        peak_memory=report["rss_peak"],
-        note=f"numbers read from a CSV file, simulate (cost check) then {result['batches']} batches of "
-        f"{batch_size:,} sent, as SmsSendOperator.execute() does in a task; the operator in a fresh "
-        f"interpreter, the sandbox in its own process; peak RSS of the operator's process "
-        f"{report['rss_peak'] / mib:.0f} MiB (high-water mark {report['rss_before'] / mib:.0f} MiB before "
-        f"execute(): interpreter, Airflow and the provider imported); one run, wall time of execute()",
+    return serving(
+        [
+            sys.executable,
+            "-m",
+            "airflow_provider_sms.sandbox",
+            "--port",
+            "0",
+            "--token",
+            TOKEN,
+            "--credits",
+            str(10**9),
+            "--flood-limit",
+            str(10**6),
+        ]
     )

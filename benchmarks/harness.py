@@ -21,9 +21,9 @@ class Target:
     """What a case must achieve.
 
     :param limit: the bound; ``None`` for a case that is only reported.
-    :param kind: ``ratio`` (ours / baseline <= limit), ``overhead`` (ours - baseline <= limit, in
-        the case's unit) or ``at_most`` (ours <= limit, in the case's unit: a rate's bound, with the
-        baseline measured in the same run beside it).
+    :param kind: ``ratio`` (ours / baseline <= limit), ``overhead`` (ours - baseline <= limit,
+        in the case's unit) or ``bound`` (ours <= limit, in the case's unit: a figure with no
+        baseline, e.g. a loop lag or a memory growth measured in the run).
     """
 
     limit: float | None = None
@@ -35,18 +35,20 @@ class Target:
             return "report"
         if self.kind == "overhead":
             return f"overhead <= {self.limit:g} {unit}"
-        if self.kind == "at_most":
-            return f"ours <= {self.limit:g} {unit}"
+        if self.kind == "bound":
+            return f"<= {_figure(self.limit, unit)}"
         return f"<= {self.limit:g}"
 
     def met(self, ours: float | None, baseline: float | None) -> bool | None:
         """Whether the figures meet the target (``None`` when reported only or not measured)."""
-        if self.limit is None or ours is None or baseline is None:
+        if self.limit is None or ours is None:
+            return None
+        if self.kind == "bound":
+            return ours <= self.limit
+        if baseline is None:
             return None
         if self.kind == "overhead":
             return ours - baseline <= self.limit
-        if self.kind == "at_most":
-            return ours <= self.limit
         return ours / baseline <= self.limit
 
 
@@ -59,7 +61,7 @@ class Record:
 
     :param name: the case.
     :param size: how many items (numbers, entries, calls, recipients) the case handles.
-    :param unit: unit of ``ours`` and ``baseline``: ``s``, ``ms`` or ``bytes``.
+    :param unit: unit of ``ours`` and ``baseline``: ``s``, ``ms``, ``bytes`` or ``count``.
     :param ours: our figure (best of the repetitions).
     :param baseline: the baseline's figure, or ``None`` for a case without one.
     :param ratio: ours / baseline (lower is better).
@@ -181,6 +183,8 @@ def _figure(value: float | None, unit: str) -> str:
         return "—"
     if unit == "bytes":
         return _bytes(int(value))
+    if unit == "count":
+        return f"{value:,.0f}"
     if unit == "s" and value < 1:
         return f"{value * 1000:.1f} ms"
     return f"{value:.2f} {unit}" if unit == "s" else f"{value:.1f} {unit}"

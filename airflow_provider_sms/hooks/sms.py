@@ -8,10 +8,10 @@ httpx client.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import ssl
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
 from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,11 +20,19 @@ import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
+from airflow_provider_sms._off_loop import off_loop
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
     SmsTransportError,
     SmsValidationError,
+)
+from airflow_provider_sms.hooks._async_clients import (
+    MAX_CONNECTIONS,
+    Pool,
+    acquire,
+    release,
+    shared_read,
 )
 from airflow_provider_sms.hooks._transport import (
     NPAI_PAGE_SIZE,
@@ -66,7 +74,7 @@ if TYPE_CHECKING:
 # requests and httpx are imported where a call is made, not here: DAG files import this module
 # through the operators' type hints only, and requests alone adds about 35 ms to an import.
 
-__all__ = ["SmsAsyncHook", "SmsConnectionSettings", "SmsHook"]
+__all__ = ["MAX_CONNECTIONS", "SmsAsyncHook", "SmsConnectionSettings", "SmsHook"]
 
 
 class SmsHook(BaseHook):
@@ -427,11 +435,16 @@ class SmsHook(BaseHook):
 class SmsAsyncHook(BaseHook):
     """Async reads of the SMS service (GET /webhook/:id, GET /npai) for the triggers, with httpx.
 
-    The connection is read without blocking the event loop, and one HTTP client serves every call of
-    the hook; close it with :meth:`aclose` or use the hook as ``async with``. Each call is made once:
-    a trigger polls again on its own schedule, so a transient failure (connection error, 429, 5xx)
-    raises :class:`SmsTransportError`, with ``retry_after`` when the service asked for a wait.
-    Nothing here sends: a triggerer restart runs a trigger again from the start.
+    The connection is read without blocking the event loop. The HTTP client is shared by every hook
+    of the same event loop and connection (a triggerer runs all its triggers in one loop), with a
+    pool of at most :data:`MAX_CONNECTIONS` connections; a hook holds its share from its first call
+    until :meth:`aclose` (or the end of ``async with``), and the last hook to let go closes the client.
+    Calls of :meth:`get_npai` that overlap on one loop and connection make one read, whose result
+    they share: read it, do not change it.
+
+    Each call is made once: a trigger polls again on its own schedule, so a transient failure
+    (connection error, 429, 5xx) raises :class:`SmsTransportError`, with ``retry_after`` when the
+    service asked for a wait. Nothing here sends: a triggerer restart runs a trigger again from the start.
 
     :param sms_conn_id: the Airflow connection (type ``sms``).
     :param format: ``json`` or ``xml``; overrides the connection's ``format`` extra.
@@ -449,7 +462,11 @@ class SmsAsyncHook(BaseHook):
         self.sms_conn_id = sms_conn_id
         self._format_override = codec.check_format(format) if format is not None else None
         self._settings: SmsConnectionSettings | None = None
+        # A client of this hook alone, when one is given (tests give one with their own transport);
+        # else this hook's share of the loop's pool for its connection, and the settings it is under.
         self._http: httpx.AsyncClient | None = None
+        self._shared: Pool | None = None
+        self._shared_under: SmsConnectionSettings | None = None
 
     async def get_settings(self) -> SmsConnectionSettings:
         """The connection, read once (asynchronously) and checked; the token goes to the secrets masker."""
@@ -469,23 +486,36 @@ class SmsAsyncHook(BaseHook):
         """Read one webhook record (GET /webhook/:id)."""
         path = webhook_path(webhook_id)
         fmt = (await self.get_settings()).format
-        return codec.decode_webhook(await self._get(path), fmt, endpoint=f"GET {path}")
+        return codec.decode_webhook(await self._get(await self._pool(), path), fmt, endpoint=f"GET {path}")
 
     async def get_npai(self) -> NpaiList:
-        """Read the whole NPAI list (GET /npai, every page: see :class:`NpaiPages`)."""
-        fmt = (await self.get_settings()).format
-        pages = NpaiPages()
-        while (params := pages.next_params()) is not None:
-            body = await self._get(NPAI_PATH, params)
-            # Decoding a long list takes CPU time: keep it off the event loop.
-            pages.add(await asyncio.to_thread(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}"))
-        return pages.result()
+        """Read the whole NPAI list (GET /npai, every page: see :class:`NpaiPages`).
+
+        Calls that overlap on one event loop and connection make one read and share its result.
+        """
+        pool = await self._pool()
+        settings = await self.get_settings()
+        if pool.slots is None:
+            return await self._read_npai(pool, settings.format)  # a client of this hook alone
+
+        async def leased() -> NpaiList:
+            # The read holds its own share: a caller that stops waiting does not close it under the others.
+            own = await acquire(settings, self._client)
+            try:
+                return await self._read_npai(own, settings.format)
+            finally:
+                await release(settings)
+
+        return await shared_read((settings, NPAI_PATH), leased)
 
     async def aclose(self) -> None:
-        """Close the HTTP client (its connections) if one was opened."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        """Let go of the HTTP client: close it if it is this hook's own or its last user's."""
+        client, self._http = self._http, None
+        settings, self._shared_under, self._shared = self._shared_under, None, None
+        if client is not None:
+            await client.aclose()
+        if settings is not None:
+            await release(settings)
 
     async def __aenter__(self) -> SmsAsyncHook:
         return self
@@ -498,7 +528,7 @@ class SmsAsyncHook(BaseHook):
     def _client(
         self, settings: SmsConnectionSettings, transport: httpx.AsyncBaseTransport | None = None
     ) -> httpx.AsyncClient:
-        """The HTTP client, configured as SmsHook's session (headers, TLS, timeouts)."""
+        """A new HTTP client, configured as SmsHook's session (headers, TLS, timeouts), pool bounded."""
         import httpx
 
         # requests takes a CA bundle path as `verify`; httpx wants an SSL context for it.
@@ -512,20 +542,45 @@ class SmsAsyncHook(BaseHook):
             headers=request_headers(settings),
             verify=verify,
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
             transport=transport,
         )
 
-    async def _get(self, path: str, params: Mapping[str, int] | None = None) -> bytes:
-        """GET ``path`` once and return the body of a 2xx answer, judged as SmsHook judges its reads."""
+    async def _pool(self) -> Pool:
+        """The client this hook uses: its own if it was given one, else its share of the loop's."""
+        if self._http is not None:
+            return Pool(self._http)
+        if self._shared is None:
+            # This hook's share keeps the client open between its calls, until aclose().
+            settings = await self.get_settings()
+            self._shared = await acquire(settings, self._client)
+            self._shared_under = settings
+        return self._shared
+
+    async def _read_npai(self, pool: Pool, fmt: codec.WireFormat) -> NpaiList:
+        """Every page of GET /npai, decoded off the event loop."""
+        pages = NpaiPages()
+        while (params := pages.next_params()) is not None:
+            body = await self._get(pool, NPAI_PATH, params)
+            # Decoding a long list takes CPU time: keep it off the event loop.
+            pages.add(await off_loop(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}"))
+        return pages.result()
+
+    async def _get(self, pool: Pool, path: str, params: Mapping[str, int] | None = None) -> bytes:
+        """GET ``path`` once and return the body of a 2xx answer, judged as SmsHook judges its reads.
+
+        The request is built once ``pool`` has a free slot (see :class:`Pool`).
+        """
         import httpx
 
         settings = await self.get_settings()
-        if self._http is None:
-            self._http = self._client(settings)
         endpoint = f"GET {path}"
         answer = b""
         try:
-            async with self._http.stream("GET", path, params=params) as response:
+            async with (
+                pool.slots or nullcontext(),
+                pool.client.stream("GET", path, params=params) as response,
+            ):
                 if not judged_by_status(response.status_code):
                     # Raw bytes, so that decompression is bounded too (BoundedBody).
                     body = BoundedBody(response.headers, response.status_code, endpoint, response_limit(path))

@@ -181,8 +181,7 @@ class Campaign:
             yield 0, self.lists
             return
         assert self.source is not None
-        for batch in self.source.batches(self.batch_size):
-            yield batch.index, batch.recipients
+        yield from self.source.batches()
 
     def simulate(self, items: list[Any]) -> CampaignResult:
         """Simulate one batch (nothing is created)."""

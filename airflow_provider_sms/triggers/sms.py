@@ -22,6 +22,7 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sms import DEFAULT_CONN_ID
+from airflow_provider_sms._off_loop import off_loop
 from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
 from airflow_provider_sms.sensors._wait_conditions import (
@@ -187,7 +188,7 @@ class SmsNpaiTrigger(SmsPollingTrigger):
         """Read every page of the list; success when enough entries match."""
         npai = await hook.get_npai()
         # Filtering a long list takes CPU time: keep it off the triggerer's event loop.
-        matches = await asyncio.to_thread(self.npai_filter.matching, npai)
+        matches = await off_loop(self.npai_filter.matching, npai)
         if len(matches) >= self.npai_filter.min_entries:
             self.log.info("%s matching NPAI entries found", len(matches))
             return {"npai": npai_result(matches)}

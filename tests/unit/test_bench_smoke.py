@@ -46,7 +46,7 @@ def test_quick_benchmarks_write_well_formed_records(tmp_path: Path) -> None:
 
     for row in records:
         assert set(row) == FIELDS, row["name"]
-        assert row["unit"] in {"s", "ms", "bytes"}
+        assert row["unit"] in {"s", "ms", "bytes", "count"}
         assert isinstance(row["size"], int)
         if row["ours"] is None:
             # Skipped: says why, and claims nothing.

@@ -1,0 +1,117 @@
+"""A campaign of a million numbers: SmsSendOperator against a bare requests loop posting the same batches.
+
+Each side runs in a fresh interpreter (:mod:`benchmarks.send_load`) and the sandbox in its own process,
+put back to its seeds before each side (it keeps every recipient it is sent). Sides are interleaved,
+ours first; the best wall time of each is kept, and the highest memory growth of ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cases_http import ROOT, SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.harness import Record, Target, record, skipped
+
+# The campaign is cut into this many batches, as a DAG author would for a big send.
+BATCHES = 20
+MAX_TIME_RATIO = 1.2
+MAX_RSS_GROWTH = 60 * 1024 * 1024
+# Longest one side may take: a stuck child fails the case.
+SEND_TIMEOUT = 900
+
+
+def _side(*args: str, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.send_load", *args],
+        capture_output=True,
+        text=True,
+        timeout=SEND_TIMEOUT,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"benchmarks.send_load {args[0]} failed: {done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def _received(url: str) -> int:
+    """Numbers the sandbox was sent since its last reset; then put it back to its seeds."""
+    from airflow_provider_sms.sandbox import InspectionClient
+
+    sandbox = InspectionClient(url)
+    count = sum(len(campaign["recipients"]) for campaign in sandbox.campaigns())
+    sandbox.reset()
+    return count
+
+
+def million_send_cases(recipients: int, reps: int) -> list[Record]:
+    """``recipients`` numbers from a file, sent in :data:`BATCHES` batches: wall time and peak RSS growth."""
+    time_name = f"send {recipients:,} numbers from a file, SmsSendOperator vs bare requests loop"
+    memory_name = f"send {recipients:,} numbers from a file: peak RSS growth of SmsSendOperator"
+    time_target = Target(MAX_TIME_RATIO)
+    memory_target = Target(MAX_RSS_GROWTH, kind="bound")
+    if not sandbox_available():
+        return [
+            skipped(time_name, recipients, time_target, SANDBOX_MISSING),
+            skipped(memory_name, recipients, memory_target, SANDBOX_MISSING, unit="bytes"),
+        ]
+    batch_size = max(1, recipients // BATCHES)
+    ours = baseline = float("inf")
+    growth = 0
+    with tempfile.TemporaryDirectory() as folder, sandbox_process() as url:
+        path = Path(folder) / "numbers.csv"
+        path.write_text("".join(f"336{index:08d}\n" for index in range(recipients)))
+        connection = {"conn_type": "sms", "host": url, "password": TOKEN}
+        env = {**os.environ, "AIRFLOW_CONN_SMS_DEFAULT": json.dumps(connection)}
+        for _ in range(reps):
+            report = _side("operator", str(path), str(batch_size), env=env)
+            result = report["result"]
+            sent = _received(url)
+            if result["total"] != recipients or sent != recipients:
+                raise AssertionError(
+                    f"{recipients} numbers given, the operator sent {result['total']}, the sandbox got {sent}"
+                )
+            ours = min(ours, report["seconds"])
+            growth = max(growth, report["rss_peak"] - report["rss_before"])
+            baseline = min(
+                baseline, _side("bare", str(path), str(batch_size), url, TOKEN, env=env)["seconds"]
+            )
+            if _received(url) != recipients:
+                raise AssertionError("the bare loop did not send every number")
+    how = (
+        f"numbers in a CSV file, {result['batches']} batches of {batch_size:,}, no cost gate; each side in a "
+        f"fresh interpreter, the sandbox in its own process and reset between sides; best of {reps}"
+    )
+    mib = 1024 * 1024
+    return [
+        record(
+            time_name,
+            recipients,
+            ours,
+            baseline,
+            time_target,
+            note=f"{how}: wall time of SmsSendOperator.execute() (every number checked and de-duplicated "
+            "before the first request, then the batches sent) vs a requests.Session loop that reads the "
+            "file and posts the same batches as the same JSON, checking nothing",
+        ),
+        record(
+            memory_name,
+            recipients,
+            growth,
+            None,
+            memory_target,
+            unit="bytes",
+            peak_memory=growth,
+            note=f"{how}: peak RSS (VmHWM) during execute() over the RSS once Airflow, the provider and "
+            f"requests were imported ({report['rss_before'] / mib:.0f} MiB); the highest of the runs; "
+            f"the result returned (XCom) is {report['xcom_bytes']:,} bytes of JSON",
+        ),
+    ]

@@ -1,0 +1,170 @@
+"""Deferred sensors at scale: many SMS triggers in one event loop, as one Airflow triggerer runs them.
+
+The triggers run in a fresh interpreter (:mod:`benchmarks.trigger_load`) and the sandbox in another
+process, seeded with one webhook per webhook trigger and a long NPAI list, so that every figure is the
+triggers' alone: the loop's worst lag, the sockets held, the peak RSS and the CPU time per poll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from benchmarks.cases_http import (
+    ROOT,
+    SANDBOX_MISSING,
+    SMS_CONN_ID,
+    TOKEN,
+    sandbox_available,
+    serving,
+)
+from benchmarks.harness import REPORT, Record, Target, record, skipped
+
+# Airflow's triggerer warns at 0.2 s; a trigger should never come near it.
+MAX_LAG_MS = 50.0
+MAX_RSS_PER_TRIGGER = 100 * 1024
+# Seconds between two polls of one trigger: short, so that the rounds follow one another.
+INTERVAL = 0.5
+
+# The sandbox, seeded: webhooks "1".."N" (live, never what the triggers wait for) and an NPAI list.
+_SANDBOX_CHILD = """
+import sys
+from airflow_provider_sms.sandbox import SandboxConfig, SandboxServer, Seeds
+token, webhooks, npai = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+seeds = Seeds(
+    webhooks={
+        str(i): {"type": "DLR", "url": f"http://127.0.0.1:9/dlr{i}", "status": "live", "last_http_code": 200}
+        for i in range(1, webhooks + 1)
+    },
+    npai=[
+        {"destination": f"3369{i:07d}", "date": "2026-01-15 10:30:00", "campaign_id": 1000 + i % 100}
+        for i in range(npai)
+    ],
+)
+server = SandboxServer(token=token, port=0, config=SandboxConfig(seeds=seeds))
+server.start()
+print(f"SMS sandbox listening on {server.url}", flush=True)
+sys.stdin.read()  # until the benchmark stops this process
+"""
+
+
+def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline: float) -> list[Record]:
+    """``webhooks`` webhook and ``npai`` NPAI triggers (``entries`` NPAI entries) polling ``rounds`` times.
+
+    :param deadline: seconds the load may take; beyond it the case fails instead of running on.
+    """
+    size = webhooks + npai
+    title = f"{webhooks:,} webhook + {npai:,} NPAI triggers ({entries:,} NPAI entries), one loop"
+    names = {
+        "lag": f"{title}: worst loop lag outside full garbage collections",
+        "raw_lag": f"{title}: worst loop lag",
+        "rss": f"{title}: peak RSS per trigger",
+        "sockets": f"{title}: sockets at peak",
+        "cpu": f"{title}: CPU time per poll",
+    }
+    from airflow_provider_sms.hooks.sms import MAX_CONNECTIONS
+
+    targets = {
+        "lag": Target(MAX_LAG_MS, kind="bound"),
+        "raw_lag": REPORT,
+        "rss": Target(MAX_RSS_PER_TRIGGER, kind="bound"),
+        "sockets": Target(MAX_CONNECTIONS, kind="bound"),
+        "cpu": REPORT,
+    }
+    units = {"lag": "ms", "raw_lag": "ms", "rss": "bytes", "sockets": "count", "cpu": "ms"}
+    if not sandbox_available():
+        return [skipped(names[key], size, targets[key], SANDBOX_MISSING, unit=units[key]) for key in names]
+    command = [sys.executable, "-c", _SANDBOX_CHILD, TOKEN, str(webhooks), str(entries)]
+    with serving(command) as url:
+        plan = {
+            "conn_id": SMS_CONN_ID,
+            "webhooks": webhooks,
+            "npai": npai,
+            "rounds": rounds,
+            "interval": INTERVAL,
+            "deadline": deadline,
+        }
+        env = {
+            **os.environ,
+            f"AIRFLOW_CONN_{SMS_CONN_ID.upper()}": json.dumps(
+                {"conn_type": "sms", "host": url, "password": TOKEN}
+            ),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.trigger_load", json.dumps(plan)],
+            capture_output=True,
+            text=True,
+            timeout=deadline + 120,
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the triggers' child failed: {done.stderr[-3000:]}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["event_count"]:
+        raise AssertionError(f"{report['event_count']} trigger(s) ended, e.g. {report['events']}")
+    how = (
+        f"{size:,} triggers rebuilt from serialize() and run() in one asyncio loop in a fresh interpreter, "
+        f"poke_interval {INTERVAL:g} s, until each polled {rounds} times ({report['polls']:,} polls in "
+        f"{report['seconds']:.1f} s, {report['poll_errors']} failed), then cancelled as the triggerer does; "
+        f"the sandbox in its own process"
+    )
+    return [
+        record(
+            names["lag"],
+            size,
+            report["lag_max_between_collections"] * 1000,
+            None,
+            targets["lag"],
+            unit="ms",
+            note=f"{how}; a 10 ms ticker task's worst late wake-up, less the garbage collector's full "
+            "collections within it (next row: with them)",
+        ),
+        record(
+            names["raw_lag"],
+            size,
+            report["lag_max"] * 1000,
+            None,
+            targets["raw_lag"],
+            unit="ms",
+            note=f"the ticker's worst late wake-up, full collections included: {report['full_collections']} "
+            f"full collection(s), the longest {report['full_collection_max'] * 1000:.0f} ms (each walks the "
+            f"process's {report['tracked_objects']:,} tracked objects, Airflow's included); "
+            f"{report['lags_over_200ms']} wake-up(s) over the 0.2 s at which Airflow's triggerer warns",
+        ),
+        record(
+            names["rss"],
+            size,
+            report["rss_growth"] / size,
+            None,
+            targets["rss"],
+            unit="bytes",
+            peak_memory=report["rss_growth"],
+            note=f"peak RSS (VmHWM) over the RSS once Airflow and the triggers' modules were imported "
+            f"({report['rss_base'] / 2**20:.0f} MiB), divided by the {size:,} triggers",
+        ),
+        record(
+            names["sockets"],
+            size,
+            report["sockets_peak"],
+            None,
+            targets["sockets"],
+            unit="count",
+            note=f"sockets of the process, sampled every 50 ms, less those open before the triggers started "
+            f"(the event loop's self-pipe); target: the async hook's pool "
+            f"(MAX_CONNECTIONS = {MAX_CONNECTIONS}) for the one connection all triggers use; "
+            f"{report['sockets_after']} socket(s) left in the process once the loop was closed",
+        ),
+        record(
+            names["cpu"],
+            size,
+            report["cpu_per_poll"] * 1000,
+            None,
+            targets["cpu"],
+            unit="ms",
+            note="process CPU time (every thread) over the rounds, divided by the polls made",
+        ),
+    ]
