@@ -9,6 +9,8 @@ send guard, skips the confirmed batches and sends the rest. Every number ends up
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -47,24 +49,50 @@ def guard_batches(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
     return {}
 
 
-def wait_for_guard(
-    api: AirflowApi, sandbox: InspectionClient, run_id: str, in_flight: bool, timeout: float
-) -> dict[str, dict[str, Any]]:
-    """Wait until KILL_AFTER batches are confirmed and the next is in flight, or not begun; return them.
+def at_wanted_point(api: AirflowApi, sandbox: InspectionClient, run_id: str, in_flight: bool) -> bool:
+    """Whether KILL_AFTER batches are confirmed and the next is in flight, or not begun.
 
     Between two batches the guard holds only ``sent`` batches, and the sandbox as many campaigns. In
     flight, the last batch is ``sending`` and the sandbox has recorded it but not yet answered (slowed).
     """
+    batches = guard_batches(api, run_id)
+    states = [batch["state"] for _, batch in sorted(batches.items(), key=lambda item: int(item[0]))]
+    expected = ["sent"] * (len(states) - 1) + ["sending" if in_flight else "sent"]
+    wanted = states.count("sent") >= KILL_AFTER and states == expected
+    return wanted and sandbox.requests().get("/send") == len(states)
+
+
+def freeze_at_wanted_point(
+    api: AirflowApi, sandbox: InspectionClient, run_id: str, pid: int, in_flight: bool, timeout: float
+) -> None:
+    """Stop the task's process (SIGSTOP) at the wanted point, checked again once it is stopped.
+
+    Between two batches the task takes only milliseconds to record the next one as ``sending``: seen
+    from outside, the point is gone before a kill lands. So the process is stopped as soon as the point
+    is seen, and checked again once stopped (after any guard write it had under way has landed); if it
+    had moved on, it goes on (SIGCONT) and the next batch gives another chance.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        batches = guard_batches(api, run_id)
-        states = [batch["state"] for _, batch in sorted(batches.items(), key=lambda item: int(item[0]))]
-        expected = ["sent"] * (len(states) - 1) + ["sending" if in_flight else "sent"]
-        wanted = states.count("sent") >= KILL_AFTER and states == expected
-        if wanted and sandbox.requests().get("/send") == len(states):
-            return batches
-        time.sleep(0.02)
-    raise DeploymentError(f"the send did not reach the wanted point within {timeout} s: {batches}")
+        if at_wanted_point(api, sandbox, run_id, in_flight):
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.3)  # a guard write already sent reaches the database
+            if at_wanted_point(api, sandbox, run_id, in_flight):
+                return
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise DeploymentError(f"the send did not reach the wanted point within {timeout} s")
+
+
+def running_try(api: AirflowApi, run_id: str, timeout: float) -> dict[str, Any]:
+    """The send task's first try once it runs on a worker (hostname and pid known)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ti = api.task_instances(DAG_ID, run_id).get("send") or {}
+        if ti.get("state") == "running" and ti.get("pid") and ti.get("hostname"):
+            return ti
+        time.sleep(0.1)
+    raise DeploymentError(f"the send task did not start within {timeout} s")
 
 
 def start_and_kill(
@@ -78,9 +106,9 @@ def start_and_kill(
     sandbox.set_faults(slow=SLOW_SEND, endpoints=["/send"])
     api.unpause(DAG_ID)
     run_id = api.trigger(DAG_ID)
-    wait_for_guard(api, sandbox, run_id, in_flight, timeout=120)
-    first_try = api.task_instances(DAG_ID, run_id)["send"]
+    first_try = running_try(api, run_id, timeout=120)
     assert first_try["hostname"] in WORKERS
+    freeze_at_wanted_point(api, sandbox, run_id, first_try["pid"], in_flight, timeout=120)
     deployment.processes[first_try["hostname"]].kill()
     # The task's process died with its worker; the guard is as it was at the kill.
     assert process_state(first_try["pid"]) in (None, "Z"), f"task process {first_try['pid']} survived"
