@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms.delivery_reports.settings import asset_name
-from airflow_provider_sms.models import DeliveryReport
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
+
+    from airflow_provider_sms.models import DeliveryReport
 
 __all__ = ["delivery_reports_asset", "reports_from_events"]
 
@@ -46,6 +47,9 @@ def reports_from_events(events: Mapping[Any, Iterable[Any]] | Iterable[Any] | No
     :param events: a task's ``triggering_asset_events`` (events by asset; only delivery-report events
         are read, other assets' are left out), or events of one asset (e.g. ``inlet_events[asset]``).
     """
+    # Imported here: DAG files import this module for the asset, and the models are not needed to parse.
+    from airflow_provider_sms.models import DeliveryReport
+
     if events is None:
         return []
     if isinstance(events, Mapping):

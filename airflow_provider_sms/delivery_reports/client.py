@@ -18,8 +18,6 @@ from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsT
 from airflow_provider_sms.hooks._transport import MAX_RESPONSE_BYTES, BoundedBody
 
 if TYPE_CHECKING:
-    import httpx
-
     from airflow_provider_sms.models import DeliverySummary
 
 SUMMARY_TIMEOUT = 30.0
@@ -78,13 +76,17 @@ def _bounded(http_status: int, headers: Any, url: str) -> BoundedBody:
     return BoundedBody(headers, http_status, f"GET {url}", MAX_RESPONSE_BYTES)
 
 
-def fetch_summary(request: SummaryRequest, client: httpx.Client | None = None) -> DeliverySummary:
+def _unreachable(url: str, exc: Exception) -> SmsTransportError:
+    return SmsTransportError(f"the delivery-reports summary at {url} is unreachable: {exc}")
+
+
+def fetch_summary(request: SummaryRequest) -> DeliverySummary:
     """Read the summary (blocking: the sensor's poke and the end of a deferred wait)."""
     import httpx
 
     try:
         with (
-            client or httpx.Client(timeout=SUMMARY_TIMEOUT) as http,
+            httpx.Client(timeout=SUMMARY_TIMEOUT) as http,
             http.stream("GET", request.url, params=request.params(), headers=request.headers()) as answer,
         ):
             body = _bounded(answer.status_code, answer.headers, request.url)
@@ -92,18 +94,16 @@ def fetch_summary(request: SummaryRequest, client: httpx.Client | None = None) -
                 body.feed(chunk)
             return judge_summary(answer.status_code, body.result(), request.url)
     except httpx.HTTPError as exc:
-        raise SmsTransportError(
-            f"the delivery-reports summary at {request.url} is unreachable: {exc}"
-        ) from None
+        raise _unreachable(request.url, exc) from None
 
 
-async def afetch_summary(request: SummaryRequest, client: httpx.AsyncClient | None = None) -> DeliverySummary:
+async def afetch_summary(request: SummaryRequest) -> DeliverySummary:
     """Read the summary without blocking the event loop (the trigger)."""
     import httpx
 
     try:
         async with (
-            client or httpx.AsyncClient(timeout=SUMMARY_TIMEOUT) as http,
+            httpx.AsyncClient(timeout=SUMMARY_TIMEOUT) as http,
             http.stream("GET", request.url, params=request.params(), headers=request.headers()) as answer,
         ):
             body = _bounded(answer.status_code, answer.headers, request.url)
@@ -111,6 +111,4 @@ async def afetch_summary(request: SummaryRequest, client: httpx.AsyncClient | No
                 body.feed(chunk)
             return judge_summary(answer.status_code, body.result(), request.url)
     except httpx.HTTPError as exc:
-        raise SmsTransportError(
-            f"the delivery-reports summary at {request.url} is unreachable: {exc}"
-        ) from None
+        raise _unreachable(request.url, exc) from None
