@@ -7,7 +7,9 @@
 - Redis (Debian's ``redis-server``) as the Celery broker, without persistence;
 - the SMS sandbox as the service (``python -m airflow_provider_sms.sandbox --port 0``), and a recording
   proxy in front of it that only the triggerer's connection goes through;
-- Airflow: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and two ``celery worker``s.
+- Airflow: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and two ``celery worker``s,
+  whose tasks reach the API server's execution API through a second proxy, where a test can hold back
+  one request (say, the write of a send guard) while it kills the worker.
 
 Every process runs in its own session (process group), so :meth:`Deployment.stop` ends it with all its
 children. Missing Debian packages are installed with apt once; when that is impossible the harness
@@ -274,26 +276,67 @@ def _process_group(pid: int) -> int | None:
 
 # ------------------------------------------------------------------------------- recording proxy
 
+# Longest time a held request waits to be dropped (a test that forgot it must not hang a worker).
+HOLD_LIMIT = 300.0
+# (method, path, body) of a request; says whether a hold wants it.
+RequestMatch = Callable[[str, str, bytes], bool]
 
-class RecordingProxy:
-    """A loopback HTTP proxy to the sandbox that records the method and path of every request.
 
-    Only the triggerer's connection points at it, so what it records is what the triggerer sent.
+class HeldRequest:
+    """The first request a :class:`RecordingProxy` holds back instead of forwarding it.
+
+    Its client waits for an answer that comes only when the test calls :meth:`drop`, and it never
+    reaches the server: a process killed meanwhile dies with its request unsent, at a point the test
+    chose instead of one it tried to catch.
     """
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, match: RequestMatch) -> None:
+        self.match = match
+        self.arrived = threading.Event()
+        self.dropped = threading.Event()
+        self.request: tuple[str, str] | None = None
+
+    def wait(self, timeout: float) -> tuple[str, str]:
+        """Wait until the request is held; return its method and path."""
+        if not self.arrived.wait(timeout):
+            raise DeploymentError(f"no request matching the hold came within {timeout} s")
+        assert self.request is not None
+        return self.request
+
+    def drop(self) -> None:
+        """Answer the held request 503 without forwarding it (and stop waiting for one)."""
+        self.dropped.set()
+
+
+class RecordingProxy:
+    """A loopback HTTP proxy that records the method and path of every request it forwards.
+
+    It can also hold back one chosen request (:meth:`hold`).
+
+    :param target_port: the port on 127.0.0.1 it forwards to.
+    :param name: what it stands in front of, for its thread's name.
+    """
+
+    def __init__(self, target_port: int, name: str) -> None:
         self.requests: list[tuple[str, str]] = []
+        self._hold: HeldRequest | None = None
+        self._lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def _forward(self) -> None:
-                proxy.requests.append((self.command, self.path))
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                body = self.rfile.read(length) if length else b""
+                held = proxy._take_hold(self.command, self.path, body)
+                if held is not None:
+                    held.dropped.wait(HOLD_LIMIT)
+                    self.send_error(503, "held back by the test and dropped")
+                    return
+                proxy.requests.append((self.command, self.path))
                 upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    upstream.request(self.command, self.path, body=body or None, headers=headers)
                     answer = upstream.getresponse()
                     payload = answer.read()
                 finally:
@@ -306,7 +349,7 @@ class RecordingProxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _forward
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # the requests are recorded above; nothing to print
@@ -314,15 +357,38 @@ class RecordingProxy:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="recording-proxy", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"proxy-{name}", daemon=True)
+
+    def hold(self, match: RequestMatch) -> HeldRequest:
+        """Hold back the next request that ``match`` accepts (one only; the others pass)."""
+        with self._lock:
+            if self._hold is not None:
+                raise DeploymentError("the proxy already holds back a request")
+            self._hold = HeldRequest(match)
+            return self._hold
+
+    def release_hold(self) -> None:
+        """Forget the hold (and drop its request if one is held): every request passes again."""
+        with self._lock:
+            held, self._hold = self._hold, None
+        if held is not None:
+            held.drop()
+
+    def _take_hold(self, method: str, path: str, body: bytes) -> HeldRequest | None:
+        with self._lock:
+            held = self._hold
+            if held is None or held.arrived.is_set() or not held.match(method, path, body):
+                return None
+            held.request = (method, path)
+            held.arrived.set()
+            return held
 
     def start(self) -> RecordingProxy:
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self.release_hold()
         self._server.shutdown()
         self._server.server_close()
 
@@ -414,6 +480,7 @@ class Deployment:
     ports: dict[str, int] = field(default_factory=dict)
     sandbox_url: str = ""
     proxy: RecordingProxy | None = None
+    execution_proxy: RecordingProxy | None = None
     api: AirflowApi | None = None
     shared_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _pg_data: Path | None = None
@@ -547,7 +614,7 @@ class Deployment:
         wait_for("the sandbox to listen", lambda: "SMS sandbox listening on" in process.log(), 30)
         self.sandbox_url = process.log().split("SMS sandbox listening on ", 1)[1].split()[0]
         port = int(self.sandbox_url.rsplit(":", 1)[1])
-        self.proxy = RecordingProxy(port).start()
+        self.proxy = RecordingProxy(port, "sandbox").start()
 
     def connection(self, url: str, **extra: Any) -> str:
         """The sms_default connection (JSON form) to ``url``, with the sandbox's token.
@@ -651,6 +718,13 @@ class Deployment:
             return self.airflow_env(
                 AIRFLOW_CONN_SMS_DEFAULT=self.connection(f"http://127.0.0.1:{self.proxy.port}")
             )
+        if name in WORKERS:
+            assert self.execution_proxy is not None
+            # The workers' tasks talk to the API server through a proxy a test can hold a request in.
+            return self.airflow_env(
+                SMS_DEPLOYMENT_WORKER=name,
+                AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.execution_proxy.port}/execution/",
+            )
         return self.airflow_env(SMS_DEPLOYMENT_WORKER=name)
 
     def start_component(self, name: str) -> Process:
@@ -674,6 +748,9 @@ class Deployment:
             raise DeploymentError(f"{name} exited at start:\n{process.log()[-4000:]}")
 
     def _start_airflow(self) -> None:
+        self.execution_proxy = RecordingProxy(
+            self.ports.setdefault("api", free_port()), "execution-api"
+        ).start()
         for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
             self._spawn(name, self.component_command(name), self.component_env(name))
         for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
@@ -716,8 +793,9 @@ class Deployment:
         for process in [*airflow, *reversed([p for p in self.processes.values() if p.name in SERVICES])]:
             process.stop()
         self.timings["teardown"] = time.monotonic() - began
-        if self.proxy is not None:
-            self.proxy.stop()
+        for proxy in (self.proxy, self.execution_proxy):
+            if proxy is not None:
+                proxy.stop()
         if self._pg_data is not None:
             shutil.rmtree(self._pg_data, ignore_errors=True)
 

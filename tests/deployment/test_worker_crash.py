@@ -1,16 +1,19 @@
 """Scenario 2: the worker running a batched send is killed (-9); the retry resumes after the last batch.
 
-The worker is killed between two batches (after at least two are confirmed), with every process it
-started, as a crashed machine would stop. The scheduler notices the missing heartbeats (10 s, see the
-harness's tuning), fails the try and schedules the retry, which the other worker runs: it reads the
-send guard, skips the confirmed batches and sends the rest. Every number ends up in exactly one campaign.
+The worker is killed between two batches (after two are confirmed: the task is held at its write of
+the third batch as ``sending``), with every process it started, as a crashed machine would stop. The
+scheduler notices the missing heartbeats (10 s, see the harness's tuning), fails the try and schedules
+the retry, which the other worker runs: it reads the send guard, skips the confirmed batches and sends
+the rest. Every number ends up in exactly one campaign.
+
+Scenario 2b: the worker is killed after the service took a batch but before the worker wrote down its
+answer (held at the guard write that records it ``sent``), as a worker dying during the POST leaves
+it: the retry refuses to send that batch again.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,14 +23,19 @@ import pytest
 
 from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.dags.deployment_batched_send import BATCH_SIZE, NUMBERS, number
-from tests.deployment.harness import WORKERS, AirflowApi, Deployment, DeploymentError, process_state
+from tests.deployment.harness import (
+    WORKERS,
+    AirflowApi,
+    Deployment,
+    RequestMatch,
+    process_state,
+)
 
 pytestmark = pytest.mark.deployment
 
 DAG_ID = "deployment_batched_send"
 BATCHES = NUMBERS // BATCH_SIZE
-# Each POST /send takes a moment: batches follow each other at a human pace.
-SLOW_SEND = 0.5
+# Batches confirmed before the kill.
 KILL_AFTER = 2
 
 
@@ -49,67 +57,52 @@ def guard_batches(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
     return {}
 
 
-def at_wanted_point(api: AirflowApi, sandbox: InspectionClient, run_id: str, in_flight: bool) -> bool:
-    """Whether KILL_AFTER batches are confirmed and the next is in flight, or not begun.
+def guard_write(index: int, state: str) -> RequestMatch:
+    """Matches the send task's write of its guard that records batch ``index`` (0-based) as ``state``.
 
-    Between two batches the guard holds only ``sent`` batches, and the sandbox as many campaigns. In
-    flight, the last batch is ``sending`` and the sandbox has recorded it but not yet answered (slowed).
+    The worker's task writes the guard through the execution API (``PUT .../variables/<key>``, the
+    guard's JSON document in ``val``).
     """
-    batches = guard_batches(api, run_id)
-    states = [batch["state"] for _, batch in sorted(batches.items(), key=lambda item: int(item[0]))]
-    expected = ["sent"] * (len(states) - 1) + ["sending" if in_flight else "sent"]
-    wanted = states.count("sent") >= KILL_AFTER and states == expected
-    return wanted and sandbox.requests().get("/send") == len(states)
 
+    def match(method: str, path: str, body: bytes) -> bool:
+        if method != "PUT" or "/variables/" not in path:
+            return False
+        try:
+            document = json.loads(json.loads(body)["val"])
+        except (ValueError, KeyError, TypeError):
+            return False  # another Variable
+        if not isinstance(document, dict) or document.get("dag_id") != DAG_ID:
+            return False
+        return bool(document.get("batches", {}).get(str(index), {}).get("state") == state)
 
-def freeze_at_wanted_point(
-    api: AirflowApi, sandbox: InspectionClient, run_id: str, pid: int, in_flight: bool, timeout: float
-) -> None:
-    """Stop the task's process (SIGSTOP) at the wanted point, checked again once it is stopped.
-
-    Between two batches the task takes only milliseconds to record the next one as ``sending``: seen
-    from outside, the point is gone before a kill lands. So the process is stopped as soon as the point
-    is seen, and checked again once stopped (after any guard write it had under way has landed); if it
-    had moved on, it goes on (SIGCONT) and the next batch gives another chance.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if at_wanted_point(api, sandbox, run_id, in_flight):
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(0.3)  # a guard write already sent reaches the database
-            if at_wanted_point(api, sandbox, run_id, in_flight):
-                return
-            os.kill(pid, signal.SIGCONT)
-        time.sleep(0.01)
-    raise DeploymentError(f"the send did not reach the wanted point within {timeout} s")
-
-
-def running_try(api: AirflowApi, run_id: str, timeout: float) -> dict[str, Any]:
-    """The send task's first try once it runs on a worker (hostname and pid known)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ti = api.task_instances(DAG_ID, run_id).get("send") or {}
-        if ti.get("state") == "running" and ti.get("pid") and ti.get("hostname"):
-            return ti
-        time.sleep(0.1)
-    raise DeploymentError(f"the send task did not start within {timeout} s")
+    return match
 
 
 def start_and_kill(
-    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, in_flight: bool
+    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, held_write: RequestMatch
 ) -> tuple[str, dict[str, Any], dict[str, dict[str, Any]]]:
-    """Start a run of the batched send and kill its worker's whole process tree at the wanted point.
+    """Start a run of the batched send; kill its worker's whole process tree at the held guard write.
+
+    The workers reach the API server through the harness's execution proxy: it holds back the first
+    guard write ``held_write`` matches, so the task stops there, at a chosen point of the send rather
+    than one caught from outside (batches follow each other within milliseconds). The worker is killed
+    while the write is held; the write is then dropped, never reaching the database.
 
     Returns the run's id, the first try (as the REST API gave it) and the guard's batches at the kill.
     """
+    assert deployment.execution_proxy is not None
     sandbox.set_credits(10 * NUMBERS)
-    sandbox.set_faults(slow=SLOW_SEND, endpoints=["/send"])
-    api.unpause(DAG_ID)
-    run_id = api.trigger(DAG_ID)
-    first_try = running_try(api, run_id, timeout=120)
-    assert first_try["hostname"] in WORKERS
-    freeze_at_wanted_point(api, sandbox, run_id, first_try["pid"], in_flight, timeout=120)
-    deployment.processes[first_try["hostname"]].kill()
+    held = deployment.execution_proxy.hold(held_write)
+    try:
+        api.unpause(DAG_ID)
+        run_id = api.trigger(DAG_ID)
+        held.wait(timeout=180)
+        first_try = api.task_instances(DAG_ID, run_id)["send"]
+        assert first_try["state"] == "running"
+        assert first_try["hostname"] in WORKERS
+        deployment.processes[first_try["hostname"]].kill()
+    finally:
+        deployment.execution_proxy.release_hold()
     # The task's process died with its worker; the guard is as it was at the kill.
     assert process_state(first_try["pid"]) in (None, "Z"), f"task process {first_try['pid']} survived"
     return run_id, first_try, guard_batches(api, run_id)
@@ -122,11 +115,13 @@ def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed
     workers_back: None,
     timings: dict[str, float],
 ) -> None:
-    run_id, first_try, batches_at_kill = start_and_kill(deployment, api, sandbox, in_flight=False)
+    run_id, first_try, batches_at_kill = start_and_kill(
+        deployment, api, sandbox, guard_write(KILL_AFTER, "sending")
+    )
     killed_at = time.monotonic()
     victim = first_try["hostname"]
     confirmed = len(batches_at_kill)
-    assert confirmed >= KILL_AFTER
+    assert confirmed == KILL_AFTER
     assert {batch["state"] for batch in batches_at_kill.values()} == {"sent"}
 
     assert api.wait_run(DAG_ID, run_id, timeout=180) == "success"
@@ -154,12 +149,16 @@ def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed
     timings["scenario 2: from the kill to the retry's success"] = recovered_in
 
 
-def test_a_worker_killed_during_a_post_the_retry_refuses_to_send_that_batch_again(
+def test_a_worker_killed_before_recording_an_answer_the_retry_refuses_to_send_that_batch_again(
     deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, workers_back: None
 ) -> None:
-    run_id, first_try, batches_at_kill = start_and_kill(deployment, api, sandbox, in_flight=True)
+    run_id, first_try, batches_at_kill = start_and_kill(
+        deployment, api, sandbox, guard_write(KILL_AFTER, "sent")
+    )
     in_flight = max(batches_at_kill, key=int)
+    assert int(in_flight) == KILL_AFTER
     assert batches_at_kill[in_flight]["state"] == "sending"
+    assert len(sandbox.campaigns()) == KILL_AFTER + 1  # the service took it
 
     # The retry fails, naming the batch whose outcome is unknown: it was recorded by the service before
     # the worker died, so sending it again would send its numbers twice.
