@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
@@ -335,6 +336,25 @@ class NpaiList(SmsModel):
     entries: list[NpaiEntry] = Field(default_factory=list, alias="list")
     total_records: int | None = Field(default=None, alias="totalRecords")
     total_display_records: int | None = Field(default=None, alias="totalDisplayRecords")
+    _by_campaign: dict[int | None, list[NpaiEntry]] | None = PrivateAttr(default=None)
+
+    def of_campaign(self, campaign_id: int) -> list[NpaiEntry]:
+        """The entries of one campaign, in the service's order (grouped once per list, on first use).
+
+        A list read once is shared by every NPAI sensor of a triggerer: each then looks at its own
+        campaign's entries instead of all of them. Do not change ``entries`` after the first call.
+        """
+        if self._by_campaign is None:
+            grouped: dict[int | None, list[NpaiEntry]] = {}
+            for entry in self.entries:
+                grouped.setdefault(entry.campaign_id, []).append(entry)
+            self._by_campaign = grouped
+        return self._by_campaign.get(campaign_id, [])
+
+    @property
+    def grouped_by_campaign(self) -> bool:
+        """Whether :meth:`of_campaign` has grouped the entries already (its next calls are quick)."""
+        return self._by_campaign is not None
 
 
 # Statuses of a delivery report, as the service numbers them (8 and 10 are not used).

@@ -109,6 +109,53 @@ class FullCollections:
         return sum(max(0.0, min(end, stop) - max(start, begin)) for begin, stop in self.spans)
 
 
+class LongestSteps:
+    """The event loop's longest single steps: one callback each (a task's run from one await to the next).
+
+    The loop lag says how late the loop came back to a task; this says whether one step held it that
+    long (what Airflow's triggerer warns about as a trigger blocking the loop) or many short ones did.
+    """
+
+    def __init__(self, collections: FullCollections) -> None:
+        self.collections = collections
+        self.count = 0
+        self.max_seconds = 0.0
+        # The longest step less the full collections within it, and what it ran.
+        self.max_between = 0.0
+        self.longest = ""
+        self._original = asyncio.events.Handle._run
+
+    def __enter__(self) -> LongestSteps:
+        original, steps = self._original, self
+        # Only the triggers' loop: a library may run a loop of its own in another thread.
+        loop_thread = threading.get_ident()
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            if threading.get_ident() != loop_thread:
+                original(handle)
+                return
+            began = time.perf_counter()
+            try:
+                original(handle)
+            finally:
+                ended = time.perf_counter()
+                steps.add(handle, began, ended)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+    def add(self, handle: asyncio.events.Handle, began: float, ended: float) -> None:
+        self.count += 1
+        seconds = ended - began
+        between = seconds - self.collections.within(began, ended)
+        self.max_seconds = max(self.max_seconds, seconds)
+        if between > self.max_between:
+            self.max_between, self.longest = between, repr(handle)[:200]
+
+
 async def ticker(ticks: list[tuple[float, float]], stop: asyncio.Event) -> None:
     """Record ``(asked, woke)`` of a task that asks to sleep :data:`TICK` seconds, again and again."""
     while not stop.is_set():
@@ -154,6 +201,7 @@ async def drive(plan: dict[str, Any]) -> dict[str, Any]:
     collections = FullCollections()
     gc.callbacks.append(collections)
     stop = asyncio.Event()
+    steps = LongestSteps(collections).__enter__()
     tick = asyncio.create_task(ticker(ticks, stop))
     sampler = SocketSampler()
     sampler.start()
@@ -179,6 +227,7 @@ async def drive(plan: dict[str, Any]) -> dict[str, Any]:
     await asyncio.gather(*tasks, return_exceptions=True)
     stop.set()
     await tick
+    steps.__exit__()
     sampler.done.set()
     sampler.join()
     gc.callbacks.remove(collections)
@@ -198,6 +247,10 @@ async def drive(plan: dict[str, Any]) -> dict[str, Any]:
         "lag_max": max(lags, default=0.0),
         "lag_max_between_collections": max(lags_between, default=0.0),
         "lags_over_200ms": sum(lag > 0.2 for lag in lags),
+        "steps": steps.count,
+        "step_max": steps.max_seconds,
+        "step_max_between_collections": steps.max_between,
+        "longest_step": steps.longest,
         "full_collections": len(pauses),
         "full_collection_max": max(pauses, default=0.0),
         "tracked_objects": len(gc.get_objects()),
@@ -208,6 +261,10 @@ async def drive(plan: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     """Run the plan given as the first argument and print the figures as one JSON line."""
     plan = json.loads(sys.argv[1])
+    if plan.get("freeze"):
+        # What Airflow's DAG processor does after start-up: its objects leave every later collection.
+        gc.collect()
+        gc.freeze()
     base = status_bytes("VmRSS")
     reset_peak_rss()
     figures = asyncio.run(drive(plan))

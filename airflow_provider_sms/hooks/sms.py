@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 import ssl
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from functools import cached_property
+from importlib import import_module
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,6 +76,9 @@ if TYPE_CHECKING:
 # through the operators' type hints only, and requests alone adds about 35 ms to an import.
 
 __all__ = ["MAX_CONNECTIONS", "SmsAsyncHook", "SmsConnectionSettings", "SmsHook"]
+
+# A page of GET /npai this short is decoded in the event loop: about 2 ms of XML, under 1 ms of JSON.
+QUICK_DECODE_BYTES = 80_000
 
 
 class SmsHook(BaseHook):
@@ -469,18 +473,26 @@ class SmsAsyncHook(BaseHook):
         self._shared_under: SmsConnectionSettings | None = None
 
     async def get_settings(self) -> SmsConnectionSettings:
-        """The connection, read once (asynchronously) and checked; the token goes to the secrets masker."""
+        """The connection, read once (asynchronously) and checked; the token goes to the secrets masker.
+
+        Lookups of one connection that overlap on one event loop make one: a triggerer restarting with
+        a thousand sensors on ``sms_default`` asks for it once, not a thousand times.
+        """
         if self._settings is None:
-            from airflow.providers.common.compat.connection import get_async_connection
-
-            from airflow_provider_sms._compat import get_async_extra_dejson
-
-            conn = await get_async_connection(self.sms_conn_id, hook=SmsHook)
-            extra = await get_async_extra_dejson(conn)
-            self._settings = connection_settings(
-                conn, extra or {}, conn_id=self.sms_conn_id, format_override=self._format_override
-            )
+            key = ("connection", self.sms_conn_id, self._format_override)
+            self._settings = await shared_read(key, self._read_settings)
         return self._settings
+
+    async def _read_settings(self) -> SmsConnectionSettings:
+        from airflow.providers.common.compat.connection import get_async_connection
+
+        from airflow_provider_sms._compat import get_async_extra_dejson
+
+        conn = await get_async_connection(self.sms_conn_id, hook=SmsHook)
+        extra = await get_async_extra_dejson(conn)
+        return connection_settings(
+            conn, extra or {}, conn_id=self.sms_conn_id, format_override=self._format_override
+        )
 
     async def get_webhook(self, webhook_id: str | int) -> Webhook:
         """Read one webhook record (GET /webhook/:id)."""
@@ -531,6 +543,12 @@ class SmsAsyncHook(BaseHook):
         """A new HTTP client, configured as SmsHook's session (headers, TLS, timeouts), pool bounded."""
         import httpx
 
+        # The first request of any httpx client imports anyio's asyncio backend (0.1 s); made in the
+        # event loop, that import stalls every trigger once. The shared client is built in a worker
+        # thread: import it there.
+        with suppress(ImportError):
+            import_module("anyio._backends._asyncio")
+
         # requests takes a CA bundle path as `verify`; httpx wants an SSL context for it.
         verify = (
             ssl.create_default_context(cafile=settings.verify)
@@ -558,12 +576,12 @@ class SmsAsyncHook(BaseHook):
         return self._shared
 
     async def _read_npai(self, pool: Pool, fmt: codec.WireFormat) -> NpaiList:
-        """Every page of GET /npai, decoded off the event loop."""
+        """Every page of GET /npai, decoded off the event loop unless the page is short."""
         pages = NpaiPages()
         while (params := pages.next_params()) is not None:
             body = await self._get(pool, NPAI_PATH, params)
-            # Decoding a long list takes CPU time: keep it off the event loop.
-            pages.add(await off_loop(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}"))
+            quick = len(body) <= QUICK_DECODE_BYTES
+            pages.add(await off_loop(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}", inline=quick))
         return pages.result()
 
     async def _get(self, pool: Pool, path: str, params: Mapping[str, int] | None = None) -> bytes:

@@ -22,7 +22,7 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._off_loop import off_loop
+from airflow_provider_sms._off_loop import QUICK, off_loop
 from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
 from airflow_provider_sms.sensors._wait_conditions import (
@@ -187,8 +187,9 @@ class SmsNpaiTrigger(SmsPollingTrigger):
     async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
         """Read every page of the list; success when enough entries match."""
         npai = await hook.get_npai()
-        # Filtering a long list takes CPU time: keep it off the triggerer's event loop.
-        matches = await off_loop(self.npai_filter.matching, npai)
+        # Filtering a long list takes CPU time: off the triggerer's event loop, unless it is quick.
+        quick = self.npai_filter.seconds(npai) <= QUICK
+        matches = await off_loop(self.npai_filter.matching, npai, inline=quick)
         if len(matches) >= self.npai_filter.min_entries:
             self.log.info("%s matching NPAI entries found", len(matches))
             return {"npai": npai_result(matches)}
