@@ -191,3 +191,31 @@ async def test_a_shared_read_nobody_waits_for_is_cancelled_and_its_share_given_b
     await hook.aclose()
     assert built.clients[0].is_closed
     assert not _async_clients._by_loop
+
+
+async def test_overlapping_connection_lookups_are_made_once(monkeypatch, built):
+    from airflow.providers.common.compat import connection as compat_connection
+
+    looked_up: list[str] = []
+    lookup = compat_connection.get_async_connection
+
+    async def counted(conn_id: str, **kwargs: Any) -> Any:
+        looked_up.append(conn_id)
+        await asyncio.sleep(0.01)  # the triggerer asks its supervisor: other triggers run meanwhile
+        return await lookup(conn_id, **kwargs)
+
+    monkeypatch.setattr(compat_connection, "get_async_connection", counted)
+    hooks = [SmsAsyncHook() for _ in range(50)] + [SmsAsyncHook("sms_other")]
+
+    settings = await asyncio.gather(*(hook.get_settings() for hook in hooks))
+
+    assert sorted(looked_up) == ["sms_default", "sms_other"]
+    assert settings[0] == settings[49] != settings[50]
+    assert settings[50].timeout == 5
+    # Each hook keeps what it got; a later hook looks up again (a changed connection is seen).
+    await hooks[0].get_settings()
+    await SmsAsyncHook().get_settings()
+    assert looked_up.count("sms_default") == 2
+    # An XML hook of the same connection is another lookup: its settings differ.
+    assert (await SmsAsyncHook(format="xml").get_settings()).format == "xml"
+    assert looked_up.count("sms_default") == 3

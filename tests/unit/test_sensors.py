@@ -18,6 +18,7 @@ from airflow.providers.common.compat.sdk import (
 from airflow_provider_sms import codec
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import NpaiList
+from airflow_provider_sms.sensors._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
 
@@ -327,6 +328,31 @@ def test_all_filters_combine():
     )
 
     assert [e.id for e in npai_filter.matching(npai(entries))] == ["a"]
+
+
+def test_campaign_filter_reads_the_list_grouped_once_and_keeps_the_services_order():
+    entries = [npai_entry(str(i), campaign=i % 3, destination=f"336000000{i:02d}") for i in range(30)]
+    entries.append(npai_entry("none", destination="33699999999", campaign=None))  # type: ignore[arg-type]
+    listing = npai(entries)
+    filters = {campaign: NpaiFilter.build(campaign_id=campaign) for campaign in (0, 1, 2, 3)}
+
+    assert not listing.grouped_by_campaign
+    # Before grouping, an estimate counts every entry; after, the campaign's only.
+    assert filters[1].seconds(listing) == pytest.approx(31 * ENTRY_CHECK_SECONDS)
+    found = {campaign: [e.id for e in f.matching(listing)] for campaign, f in filters.items()}
+
+    assert listing.grouped_by_campaign
+    for campaign, ids in found.items():
+        assert ids == [e["id"] for e in entries if e["campaign_id"] == campaign]  # a plain scan
+    assert found[3] == []
+    assert filters[1].seconds(listing) == pytest.approx(10 * ENTRY_CHECK_SECONDS)
+    with_dates = NpaiFilter.build(campaign_id=1, since="2026-01-01 00:00:00")
+    assert with_dates.seconds(listing) == pytest.approx(10 * DATE_READ_SECONDS)
+    # Without a campaign, every entry is looked at.
+    assert NpaiFilter.build(destinations="33699999999").seconds(listing) == pytest.approx(
+        31 * ENTRY_CHECK_SECONDS
+    )
+    assert [e.id for e in NpaiFilter.build(destinations="33699999999").matching(listing)] == ["none"]
 
 
 def test_an_entry_with_an_unreadable_date_does_not_match_since():

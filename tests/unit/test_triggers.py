@@ -255,6 +255,37 @@ async def test_npai_trigger_reads_every_page_until_enough_entries_match(conn, mo
     assert waits == [4]
 
 
+async def test_npai_trigger_keeps_quick_work_in_the_loop_and_long_work_off_it(conn, monkeypatch, waits):
+    from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
+
+    threads: list[tuple[str, str]] = []
+    decode, matching = codec.decode_npai, NpaiFilter.matching
+
+    def decode_here(*args: Any, **kwargs: Any) -> Any:
+        threads.append(("decode", threading.current_thread().name))
+        return decode(*args, **kwargs)
+
+    def matching_here(self: NpaiFilter, npai: Any) -> Any:
+        threads.append(("filter", threading.current_thread().name))
+        return matching(self, npai)
+
+    monkeypatch.setattr(codec, "decode_npai", decode_here)
+    monkeypatch.setattr(NpaiFilter, "matching", matching_here)
+    short = [npai_entry("1", campaign=9)]
+    long = [npai_entry(str(i), campaign=9, destination=f"3360000{i:04d}") for i in range(1000)]
+    listed: list[dict[str, Any]] = []
+    serve(monkeypatch, Service(lambda request: answer(conn, listed[-1])))
+    for entries, since in ((short, None), (long, None), (long, "2026-01-01 00:00:00")):
+        threads.clear()
+        listed.append({"status": 1, "message": "OK", "list": entries, "totalRecords": len(entries)})
+        payload = await first_event(SmsNpaiTrigger(campaign_id=9, since=since, min_entries=len(entries)))
+        assert payload["npai"]["count"] == len(entries)
+        where = dict((what, name != threading.current_thread().name) for what, name in threads)
+        # A short page (< 80 KB) is decoded in the loop; a 1,000-entry page (170 KB) in the worker
+        # thread. Plain checks of 1,000 entries are quick; reading 1,000 dates is not.
+        assert where == {"decode": entries is long, "filter": since is not None}, (len(entries), since)
+
+
 async def test_npai_trigger_survives_a_503_in_the_middle_of_the_pages(conn, monkeypatch, waits):
     entries = [npai_entry("1", campaign=5), npai_entry("2", campaign=5, destination="33611111111")]
     service = Service(
