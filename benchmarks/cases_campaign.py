@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases_http import ROOT, SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, child_figures, sandbox_available, sandbox_process
 from benchmarks.harness import Record, Target, record, skipped
 
 # The campaign is cut into this many batches, as a DAG author would for a big send.
@@ -27,19 +25,7 @@ SEND_TIMEOUT = 900
 
 
 def _side(*args: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.send_load", *args],
-        capture_output=True,
-        text=True,
-        timeout=SEND_TIMEOUT,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmarks.send_load {args[0]} failed: {done.stderr[-3000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    return child_figures("benchmarks.send_load", list(args), env, SEND_TIMEOUT)
 
 
 def _received(url: str) -> int:

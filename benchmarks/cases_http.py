@@ -180,6 +180,23 @@ def _http_hook() -> Any:
     return HttpHook(method="GET", http_conn_id=HTTP_CONN_ID)
 
 
+def child_figures(module: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module *args`` in a fresh interpreter; the figures it prints last (a JSON line)."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)[:200]} failed: {done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
 @contextmanager
 def serving(command: list[str]) -> Iterator[str]:
     """Run ``command``, a sandbox printing ``SMS sandbox listening on URL`` first; yield the URL; stop it."""

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
 from benchmarks.cases_http import (
-    ROOT,
     SANDBOX_MISSING,
     SMS_CONN_ID,
     TOKEN,
+    child_figures,
     sandbox_available,
     serving,
 )
@@ -53,18 +52,7 @@ sys.stdin.read()  # until the benchmark stops this process
 
 def _run_triggers(plan: dict[str, object], env: dict[str, str], deadline: float) -> dict[str, Any]:
     """Run :mod:`benchmarks.trigger_load` with ``plan``; its figures, once checked that no trigger ended."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.trigger_load", json.dumps(plan)],
-        capture_output=True,
-        text=True,
-        timeout=deadline + 120,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the triggers' child failed: {done.stderr[-3000:]}")
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    report = child_figures("benchmarks.trigger_load", [json.dumps(plan)], env, deadline + 120)
     if report["event_count"]:
         raise AssertionError(f"{report['event_count']} trigger(s) ended, e.g. {report['events']}")
     return report
