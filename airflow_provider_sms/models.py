@@ -336,25 +336,34 @@ class NpaiList(SmsModel):
     entries: list[NpaiEntry] = Field(default_factory=list, alias="list")
     total_records: int | None = Field(default=None, alias="totalRecords")
     total_display_records: int | None = Field(default=None, alias="totalDisplayRecords")
-    _by_campaign: dict[int | None, list[NpaiEntry]] | None = PrivateAttr(default=None)
+    # The entries list last grouped by campaign, and its groups: a cache, not content.
+    _by_campaign: tuple[list[NpaiEntry], dict[int | None, list[NpaiEntry]]] | None = PrivateAttr(default=None)
 
     def of_campaign(self, campaign_id: int) -> list[NpaiEntry]:
         """The entries of one campaign, in the service's order (grouped once per list, on first use).
 
         A list read once is shared by every NPAI sensor of a triggerer: each then looks at its own
-        campaign's entries instead of all of them. Do not change ``entries`` after the first call.
+        campaign's entries instead of all of them. Grouped again when ``entries`` is another list (a
+        copy with other entries); changing the list in place after the first call is not seen.
         """
-        if self._by_campaign is None:
+        grouping = self._by_campaign
+        if grouping is None or grouping[0] is not self.entries:
             grouped: dict[int | None, list[NpaiEntry]] = {}
             for entry in self.entries:
                 grouped.setdefault(entry.campaign_id, []).append(entry)
-            self._by_campaign = grouped
-        return self._by_campaign.get(campaign_id, [])
+            grouping = self._by_campaign = (self.entries, grouped)
+        return grouping[1].get(campaign_id, [])
 
     @property
     def grouped_by_campaign(self) -> bool:
-        """Whether :meth:`of_campaign` has grouped the entries already (its next calls are quick)."""
-        return self._by_campaign is not None
+        """Whether :meth:`of_campaign` has grouped these entries already (its next calls are quick)."""
+        return self._by_campaign is not None and self._by_campaign[0] is self.entries
+
+    def __eq__(self, other: object) -> bool:
+        # Fields only: pydantic would also compare the grouping, which is a cache.
+        if not isinstance(other, NpaiList):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
 
 
 # Statuses of a delivery report, as the service numbers them (8 and 10 are not used).

@@ -18,7 +18,8 @@ task of that loop that waits for the end (``asyncio.run``, as the triggerer, can
 that task stops as soon as the loop has no shared client or read left.
 
 :func:`shared_read` makes reads of the same resource that overlap on one loop one request: the NPAI
-list that a hundred NPAI sensors poll at the same moment is read and decoded once.
+list that a hundred NPAI sensors poll at the same moment is read and decoded once, and a connection
+that a thousand triggers starting together look up is looked up once.
 
 Not public API: use the hooks.
 """

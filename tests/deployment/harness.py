@@ -9,7 +9,7 @@
   proxy in front of it that only the triggerer's connection goes through;
 - Airflow: ``api-server``, ``scheduler``, ``dag-processor``, ``triggerer`` and two ``celery worker``s,
   whose tasks reach the API server's execution API through a second proxy, where a test can hold back
-  one request (say, the write of a send guard) while it kills the worker.
+  chosen requests (say, the write of a send guard) while it kills the worker.
 
 Every process runs in its own session (process group), so :meth:`Deployment.stop` ends it with all its
 children. Missing Debian packages are installed with apt once; when that is impossible the harness
@@ -283,11 +283,11 @@ RequestMatch = Callable[[str, str, bytes], bool]
 
 
 class HeldRequest:
-    """The first request a :class:`RecordingProxy` holds back instead of forwarding it.
+    """Requests a :class:`RecordingProxy` holds back instead of forwarding them, until :meth:`drop`.
 
-    Its client waits for an answer that comes only when the test calls :meth:`drop`, and it never
-    reaches the server: a process killed meanwhile dies with its request unsent, at a point the test
-    chose instead of one it tried to catch.
+    Every request the hold matches waits (the client's resends after its timeout too), so none of
+    them reaches the server while the test acts: a process killed meanwhile dies at a point the test
+    chose instead of one it tried to catch. Dropped, they are answered 503, never forwarded.
     """
 
     def __init__(self, match: RequestMatch) -> None:
@@ -295,9 +295,10 @@ class HeldRequest:
         self.arrived = threading.Event()
         self.dropped = threading.Event()
         self.request: tuple[str, str] | None = None
+        self.count = 0
 
     def wait(self, timeout: float) -> tuple[str, str]:
-        """Wait until the request is held; return its method and path."""
+        """Wait until a request is held; return the first one's method and path."""
         if not self.arrived.wait(timeout):
             raise DeploymentError(f"no request matching the hold came within {timeout} s")
         assert self.request is not None
@@ -311,7 +312,7 @@ class HeldRequest:
 class RecordingProxy:
     """A loopback HTTP proxy that records the method and path of every request it forwards.
 
-    It can also hold back one chosen request (:meth:`hold`).
+    It can also hold back chosen requests (:meth:`hold`).
 
     :param target_port: the port on 127.0.0.1 it forwards to.
     :param name: what it stands in front of, for its thread's name.
@@ -330,7 +331,8 @@ class RecordingProxy:
                 held = proxy._take_hold(self.command, self.path, body)
                 if held is not None:
                     held.dropped.wait(HOLD_LIMIT)
-                    self.send_error(503, "held back by the test and dropped")
+                    with contextlib.suppress(OSError):  # its client is usually dead by now
+                        self.send_error(503, "held back by the test and dropped")
                     return
                 proxy.requests.append((self.command, self.path))
                 upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
@@ -360,7 +362,7 @@ class RecordingProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"proxy-{name}", daemon=True)
 
     def hold(self, match: RequestMatch) -> HeldRequest:
-        """Hold back the next request that ``match`` accepts (one only; the others pass)."""
+        """Hold back the requests that ``match`` accepts from now on (the others pass) until released."""
         with self._lock:
             if self._hold is not None:
                 raise DeploymentError("the proxy already holds back a request")
@@ -368,7 +370,7 @@ class RecordingProxy:
             return self._hold
 
     def release_hold(self) -> None:
-        """Forget the hold (and drop its request if one is held): every request passes again."""
+        """Forget the hold (and drop the requests it holds): every request passes again."""
         with self._lock:
             held, self._hold = self._hold, None
         if held is not None:
@@ -377,10 +379,12 @@ class RecordingProxy:
     def _take_hold(self, method: str, path: str, body: bytes) -> HeldRequest | None:
         with self._lock:
             held = self._hold
-            if held is None or held.arrived.is_set() or not held.match(method, path, body):
+            if held is None or held.dropped.is_set() or not held.match(method, path, body):
                 return None
-            held.request = (method, path)
-            held.arrived.set()
+            held.count += 1
+            if held.request is None:
+                held.request = (method, path)
+                held.arrived.set()
             return held
 
     def start(self) -> RecordingProxy:

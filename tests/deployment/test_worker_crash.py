@@ -73,7 +73,8 @@ def guard_write(index: int, state: str) -> RequestMatch:
             return False  # another Variable
         if not isinstance(document, dict) or document.get("dag_id") != DAG_ID:
             return False
-        return bool(document.get("batches", {}).get(str(index), {}).get("state") == state)
+        batch = (document.get("batches") or {}).get(str(index))
+        return isinstance(batch, dict) and batch.get("state") == state
 
     return match
 

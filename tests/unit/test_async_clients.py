@@ -219,3 +219,28 @@ async def test_overlapping_connection_lookups_are_made_once(monkeypatch, built):
     # An XML hook of the same connection is another lookup: its settings differ.
     assert (await SmsAsyncHook(format="xml").get_settings()).format == "xml"
     assert looked_up.count("sms_default") == 3
+
+
+async def test_a_failed_connection_lookup_reaches_every_waiter_and_is_not_kept(monkeypatch, built):
+    from airflow.providers.common.compat import connection as compat_connection
+    from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+    looked_up: list[str] = []
+
+    async def missing(conn_id: str, **kwargs: Any) -> Any:
+        looked_up.append(conn_id)
+        await asyncio.sleep(0.01)
+        raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+
+    monkeypatch.setattr(compat_connection, "get_async_connection", missing)
+    hooks = [SmsAsyncHook("sms_missing") for _ in range(3)]
+
+    outcomes = await asyncio.gather(*(hook.get_settings() for hook in hooks), return_exceptions=True)
+
+    assert looked_up == ["sms_missing"]
+    assert all(isinstance(outcome, AirflowNotFoundException) for outcome in outcomes)
+    # Nothing is kept: the next call looks up again (the connection may have been added since).
+    with pytest.raises(AirflowNotFoundException):
+        await hooks[0].get_settings()
+    assert looked_up == ["sms_missing", "sms_missing"]
+    assert not _async_clients._by_loop

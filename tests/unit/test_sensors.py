@@ -17,7 +17,7 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
-from airflow_provider_sms.models import NpaiList
+from airflow_provider_sms.models import NpaiEntry, NpaiList
 from airflow_provider_sms.sensors._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
@@ -353,6 +353,19 @@ def test_campaign_filter_reads_the_list_grouped_once_and_keeps_the_services_orde
         31 * ENTRY_CHECK_SECONDS
     )
     assert [e.id for e in NpaiFilter.build(destinations="33699999999").matching(listing)] == ["none"]
+
+
+def test_the_campaign_grouping_is_a_cache_not_content():
+    listing = npai([npai_entry("a", campaign=1), npai_entry("b", campaign=2)])
+    same = npai([npai_entry("a", campaign=1), npai_entry("b", campaign=2)])
+
+    assert [e.id for e in listing.of_campaign(1)] == ["a"]
+    assert listing == same  # one grouped, the other not
+    # A copy with other entries is grouped again, not read from the original's groups.
+    other = listing.model_copy(update={"entries": [NpaiEntry(id="c", destination="33611111111", date="")]})
+    assert not other.grouped_by_campaign
+    assert other.of_campaign(1) == []
+    assert listing != other
 
 
 def test_an_entry_with_an_unreadable_date_does_not_match_since():
