@@ -20,6 +20,7 @@ SendWindowMode = Literal["postpone", "fail", "ignore"]
 SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
 OnGateRefused = Literal["fail", "skip"]
 InvalidNumbers = Literal["fail", "skip"]
+OnDuplicate = Literal["fail", "skip", "send"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
 # request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
 DEFAULT_BATCH_SIZE = 10_000
@@ -76,6 +77,13 @@ def check_on_refused(value: object) -> OnGateRefused:
     if value not in ("fail", "skip"):
         raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail' or 'skip'")
     return value  # narrowed to OnGateRefused by the test above
+
+
+def check_on_duplicate(value: object) -> OnDuplicate:
+    """``value`` as what a send does when the same campaign was already sent, or SmsValidationError."""
+    if value not in ("fail", "skip", "send"):
+        raise SmsValidationError.for_value("on_duplicate", value, "use 'fail', 'skip' or 'send'")
+    return value  # narrowed to OnDuplicate by the test above
 
 
 def check_batch_size(value: object) -> int:

@@ -120,11 +120,22 @@ class MemoryVariables:
         cls.store[key] = value
 
 
-@pytest.fixture
-def memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Point the send guard (operators._send_guard) at an empty in-memory Variable store."""
+def use_memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point the send guard and the campaign register at an empty in-memory Variable store.
+
+    One process writes it, so a claim of the campaign register needs no time to settle.
+    """
+    from airflow_provider_sms.operators import _campaign_register as register
     from airflow_provider_sms.operators import _send_guard as guard
 
     monkeypatch.setattr(MemoryVariables, "store", {})
-    monkeypatch.setattr(guard, "Variable", MemoryVariables)
+    for module in (guard, register):
+        monkeypatch.setattr(module, "Variable", MemoryVariables)
+    monkeypatch.setenv("AIRFLOW__SMS__DUPLICATE_CHECK_SETTLE_SECONDS", "0")
     return MemoryVariables.store
+
+
+@pytest.fixture
+def memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An empty in-memory Variable store for the send guard and the campaign register."""
+    return use_memory_variables(monkeypatch)

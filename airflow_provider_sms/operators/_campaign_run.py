@@ -11,15 +11,22 @@ gates, the send guard (:mod:`._send_guard`) and turning errors into Airflow outc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._argument_checks import check_invalid_numbers, check_on_refused
-from airflow_provider_sms.delay import to_api_delay
+from airflow_provider_sms._argument_checks import (
+    OnDuplicate,
+    check_invalid_numbers,
+    check_on_duplicate,
+    check_on_refused,
+)
+from airflow_provider_sms.delay import parse_instant, to_api_delay
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
@@ -27,6 +34,7 @@ from airflow_provider_sms.exceptions import (
     SmsValidationError,
 )
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
+from airflow_provider_sms.operators._campaign_register import CampaignRegister, content_digest
 from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
 from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
 from airflow_provider_sms.send_window import Logger, apply_marketing_rules, postponement
@@ -150,7 +158,9 @@ class Campaign:
         if lists is not None:
             refs = parse_lists(lists)
             log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
-            return cls(hook, message, None, refs, batch_size, BatchPlan(1, len(refs), 0), moved)
+            audience = "lists:" + ",".join(str(ref.value) for ref in sorted(refs, key=lambda ref: ref.value))
+            plan = BatchPlan(1, len(refs), 0, audience=audience)
+            return cls(hook, message, None, refs, batch_size, plan, moved)
         source = RecipientSource(
             recipients,
             invalid_numbers=check_invalid_numbers(invalid_numbers),
@@ -203,6 +213,15 @@ class Campaign:
             self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
         )
 
+    def register(self, identity: Mapping[str, Any]) -> CampaignRegister:
+        """The campaign register of this campaign, for the task instance ``identity`` that sends it."""
+        conn_id = self.hook.sms_conn_id
+        return CampaignRegister(
+            content_digest(conn_id, self.message, self.plan.audience),
+            conn_id,
+            (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"]),
+        )
+
     def notes(self) -> dict[str, Any]:
         """What the result reports beyond the figures, when it happened: ``send_window`` (the delay was
         moved) and ``rejected_locally`` (numbers left out with ``invalid_numbers="skip"``)."""
@@ -242,33 +261,56 @@ def summary(figures: Mapping[str, Any]) -> str:
     return CampaignResult.model_validate({"status": 1, "message": "OK", **figures}).summary()
 
 
-def _number(value: object, field: str) -> float | int | None:
-    """A templated gate value (it may render to a string) as a number >= 0, or None when unset."""
-    if value is None or value == "":
-        return None
+def _number(value: object, field: str, *, given: bool) -> float | int | None:
+    """A templated gate value (it may render to a string) as a finite number >= 0, or None when unset.
+
+    A gate fails closed: one the DAG gave (``given``) that rendered to nothing (``""``, ``None``,
+    ``"None"``) is an error, not "no gate", and so are NaN and infinity (``"1e400"``): a budget that
+    failed to arrive must not mean an unlimited budget.
+    """
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        if not given:
+            return None
+        raise SmsValidationError.for_value(
+            field,
+            value,
+            "the gate was given but rendered to nothing; a gate that cannot be read refuses to send "
+            "(give a number, or leave the argument out for no gate)",
+        )
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         number = -1.0
-    if number < 0 or number != number or isinstance(value, bool):
-        raise SmsValidationError.for_value(field, value, "must be a number >= 0")
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise SmsValidationError.for_value(field, value, "must be a number >= 0, neither NaN nor infinite")
     return int(number) if number.is_integer() else number
 
 
 def read_gates(
-    *, max_cost: object, max_filtered_ratio: object, min_credits_after: object, on_cost_exceeded: object
+    *,
+    max_cost: object,
+    max_filtered_ratio: object,
+    min_credits_after: object,
+    on_cost_exceeded: object,
+    given: Collection[str] = (),
 ) -> dict[str, float | int | None]:
-    """The gates from the operator's (rendered) arguments, each checked and named when wrong."""
+    """The gates from the operator's (rendered) arguments, each checked and named when wrong.
+
+    :param given: the gates the DAG set (not None when the operator was built): those may not render
+        to nothing.
+    """
     check_on_refused(on_cost_exceeded)
-    ratio = _number(max_filtered_ratio, "max_filtered_ratio")
+    ratio = _number(max_filtered_ratio, "max_filtered_ratio", given="max_filtered_ratio" in given)
     if ratio is not None and ratio > 1:
         raise SmsValidationError.for_value(
             "max_filtered_ratio", max_filtered_ratio, "must be between 0 and 1 (0.2 = 20 %)"
         )
     return {
-        "max_cost": _number(max_cost, "max_cost"),
+        "max_cost": _number(max_cost, "max_cost", given="max_cost" in given),
         "max_filtered_ratio": ratio,
-        "min_credits_after": _number(min_credits_after, "min_credits_after"),
+        "min_credits_after": _number(
+            min_credits_after, "min_credits_after", given="min_credits_after" in given
+        ),
     }
 
 
@@ -402,19 +444,39 @@ def send_campaign(
     gates: Mapping[str, Any],
     *,
     on_cost_exceeded: object,
+    on_duplicate: object = "fail",
     allow_resend: bool,
     log: Logger,
 ) -> dict[str, Any]:
-    """Gate, then send batch by batch under the guard; return the send operators' XCom dict."""
+    """Look for the same campaign sent by another run, gate, then send batch by batch under the guard.
+
+    :param on_duplicate: ``fail``, ``skip`` or ``send`` when the campaign register
+        (:mod:`._campaign_register`) holds the same campaign sent by another task instance.
+    :return: the send operators' XCom dict.
+    """
+    duplicate_policy: OnDuplicate = check_on_duplicate(on_duplicate)
     sent = already_sent(guard, campaign, allow_resend=allow_resend, log=log)
-    simulation = gate = None
-    if any(value is not None for value in gates.values()):
-        simulation = simulate_all(campaign, log, sent)
-        gate = apply_gates(gates, simulation, on_cost_exceeded, log, campaign.plan.rejected_count)
-    results = send_batches(campaign, guard, sent, log)
-    figures = combine(results, duplicates=campaign.plan.duplicates)
-    tickets = [result.ticket for result in results]
+    register = campaign.register(guard.identity)
     delay = campaign.message.delay
+    delivery = parse_instant(delay) if delay else pendulum.now("UTC")
+    # A retry of a task instance that began sending resumes its own campaign: not a duplicate.
+    register.claim(
+        delivery, delayed=bool(delay), on_duplicate=duplicate_policy, log=log, resuming=bool(guard.batches)
+    )
+    simulation = gate = None
+    try:
+        if any(value is not None for value in gates.values()):
+            simulation = simulate_all(campaign, log, sent)
+            gate = apply_gates(gates, simulation, on_cost_exceeded, log, campaign.plan.rejected_count)
+        results = send_batches(campaign, guard, sent, log)
+    except BaseException:
+        if not guard.batches:
+            # Refused, skipped or failed before any POST that may have reached the service.
+            register.release()
+        raise
+    tickets = [result.ticket for result in results]
+    register.sent([ticket for ticket in tickets if ticket is not None])
+    figures = combine(results, duplicates=campaign.plan.duplicates)
     log.info(
         "Sent: %s, tickets %s, delay %s",
         summary(figures),

@@ -13,7 +13,9 @@ exactly what was checked, even if the source changes in between.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import operator
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -51,12 +53,15 @@ class BatchPlan:
     :param recipients: valid recipients after removing duplicates.
     :param duplicates: numbers given more than once (sent once, counted in ``duplicated``).
     :param rejected: with ``invalid_numbers="skip"``, the recipients left out by local validation.
+    :param audience: digest of the valid numbers as a set (:class:`NumberSetDigest`), or of the
+        sorted list ids: what the campaign register compares.
     """
 
     batches: int
     recipients: int
     duplicates: int
     rejected: RejectedRecipients | None = None
+    audience: str = ""
 
     @property
     def rejected_count(self) -> int:
@@ -149,12 +154,14 @@ class RecipientSource:
         batches = recipients = duplicates = 0
         errors: list[str] = []
         rejected = RejectedRecipients(self.field) if self.skip_invalid else None
+        audience = NumberSetDigest()
         # Deleted when closed or collected; kept open for the passes that follow.
         valid = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         for batch, dropped in self._walk(size, errors=errors, rejected=rejected):
             batches += 1
             recipients += len(batch)
             duplicates = dropped
+            audience.add(batch)
             # One write per batch: a text file encodes each write apart, a million of them cost 0.3 s.
             lines = [item if type(item) is str else item.model_dump_json() for item in batch]  # type: ignore[union-attr]
             valid.write("\n".join(lines) + "\n")
@@ -179,7 +186,13 @@ class RecipientSource:
         if self._valid is not None:
             self._valid.close()
         self._valid, self._size = valid, size
-        return BatchPlan(batches=batches, recipients=recipients, duplicates=duplicates, rejected=rejected)
+        return BatchPlan(
+            batches=batches,
+            recipients=recipients,
+            duplicates=duplicates,
+            rejected=rejected,
+            audience=audience.hexdigest(),
+        )
 
     def batches(self) -> Iterator[tuple[int, list[str | Recipient]]]:
         """``(index, recipients)`` of each batch :meth:`plan` made, read back from its file.
@@ -233,6 +246,33 @@ class RecipientSource:
                 pending = pending[size:]
         if pending:
             yield pending, duplicates
+
+
+class NumberSetDigest:
+    """A digest of a set of distinct telephone numbers that does not depend on their order.
+
+    The same customers exported in another order are the same audience. Sorting a million numbers
+    would hold them all in memory, and hashing each one costs half a second; numbers are digit
+    strings, so the digest is taken of their count and of the sums of their first three powers
+    (exact integers): two different sets agree on all four only by construction, never by accident
+    of an export. ``gsmsmsid`` is left out: the same people get the same SMS whatever the ids.
+    """
+
+    def __init__(self) -> None:
+        self._sums = [0, 0, 0, 0]
+
+    def add(self, batch: Sequence[str | Recipient]) -> None:
+        """Add a batch of distinct, validated recipients (none seen in an earlier batch)."""
+        values = [int(item if type(item) is str else item.value) for item in batch]  # type: ignore[union-attr]
+        squares = list(map(operator.mul, values, values))
+        self._sums[0] += len(values)
+        self._sums[1] += sum(values)
+        self._sums[2] += sum(squares)
+        self._sums[3] += sum(map(operator.mul, squares, values))
+
+    def hexdigest(self) -> str:
+        """The digest of the numbers added so far."""
+        return hashlib.sha256(":".join(map(str, self._sums)).encode()).hexdigest()[:32]
 
 
 def _is_file(value: object) -> TypeGuard[IO[Any]]:

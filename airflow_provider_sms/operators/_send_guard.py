@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pendulum
-from airflow.providers.common.compat.sdk import Variable
+from airflow.providers.common.compat.sdk import AirflowFailException, Variable
+from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
 
@@ -37,6 +38,16 @@ _MAX_KEY = 250
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+\-]")
 
 State = Literal["sending", "sent"]
+STATES: tuple[str, ...] = ("sending", "sent")
+# What the person on call may write in a guard, said whenever a guard cannot be read.
+GUARD_FORMAT = (
+    'It must be JSON {"dag_id": ..., "task_id": ..., "run_id": ..., "map_index": ..., "batches": {...}}, '
+    'each batch under its 0-based index as a string: {"state": "sending" or "sent", "fingerprint": ..., '
+    '"started": ..., "result": {...}, "note": ...}. state "sending" means the batch may have been sent (it '
+    'is not sent again unless allow_resend=True); "sent" needs its "result" with at least "status": 1, '
+    '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). To send the '
+    "whole campaign again, delete the Variable"
+)
 
 
 @dataclass
@@ -112,12 +123,21 @@ class SendGuard:
         return guard
 
     def load(self) -> None:
-        """Read the Variable (absent means nothing was ever sent by this task instance)."""
+        """Read the Variable (absent means nothing was ever sent by this task instance).
+
+        A guard that cannot be read (not JSON, a state the provider does not know, a ``sent`` batch
+        without its result) fails the task before any request: a guard fails closed.
+        """
         raw = Variable.get(self.key, default=None)
-        document = json.loads(raw) if raw else {}
-        self._batches = {
-            int(index): BatchRecord(**record) for index, record in document.get("batches", {}).items()
-        }
+        try:
+            document = json.loads(raw) if raw else {}
+            self._batches = _batches(document)
+        except (ValueError, TypeError, ValidationError) as exc:
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise AirflowFailException(
+                f"The send guard (Airflow Variable {self.key!r}) cannot be read ({problem}), so what this "
+                f"task instance already sent is unknown. Not sending. {GUARD_FORMAT}."
+            ) from None
 
     @property
     def batches(self) -> dict[int, BatchRecord]:
@@ -157,3 +177,30 @@ class SendGuard:
             json.dumps(document, separators=(",", ":")),
             description="SMS send guard: what this task instance already sent. Delete it to send again.",
         )
+
+
+def _batches(document: object) -> dict[int, BatchRecord]:
+    """The batch records of a guard's JSON document, each checked (ValueError names what is wrong)."""
+    if not isinstance(document, dict) or not isinstance(document.get("batches", {}), dict):
+        raise ValueError("it is not an object with a 'batches' object")
+    batches: dict[int, BatchRecord] = {}
+    for index, record in document.get("batches", {}).items():
+        where = f"batch {index!r}"
+        if not str(index).isdigit():
+            raise ValueError(f"{where}: a batch index is a number (0 for the first batch)")
+        if not isinstance(record, dict):
+            raise ValueError(f"{where} is not an object")
+        try:
+            batch = BatchRecord(**record)
+        except TypeError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if batch.state not in STATES:
+            raise ValueError(f"{where}: state {batch.state!r} is not one of {', '.join(map(repr, STATES))}")
+        if not isinstance(batch.fingerprint, str) or not batch.fingerprint:
+            raise ValueError(f"{where}: no fingerprint")
+        if batch.state == "sent":
+            if not isinstance(batch.result, dict) or not batch.result.get("ticket"):
+                raise ValueError(f"{where}: state 'sent' without its result and ticket")
+            batch.campaign_result()
+        batches[int(index)] = batch
+    return batches

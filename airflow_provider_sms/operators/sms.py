@@ -21,6 +21,7 @@ from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._argument_checks import (
     DEFAULT_BATCH_SIZE,
     InvalidNumbers,
+    OnDuplicate,
     OnGateRefused,
     SendWindowMode,
     check_audience,
@@ -28,6 +29,7 @@ from airflow_provider_sms._argument_checks import (
     check_invalid_numbers,
     check_literal_message,
     check_mode,
+    check_on_duplicate,
     check_on_refused,
     is_template,
 )
@@ -183,8 +185,16 @@ class SmsSendBaseOperator(SmsBaseOperator):
     :param max_filtered_ratio: refuse when more than this share (0-1) of the numbers would be filtered.
         Templated.
     :param min_credits_after: refuse when fewer credits than this would be left. Templated.
+    :param on_duplicate: what to do when the same campaign (same connection, message and recipients or
+        lists, delivered within an hour of this one) was already sent, or is being sent, by another task
+        instance, e.g. a manual run beside the scheduled one: ``fail`` (default: the task fails before
+        any request, naming the earlier DAG run, task and ticket), ``skip``, or ``send`` (a DAG that
+        repeats a campaign on purpose). Templated.
     :param allow_resend: on a retry, send again a batch an earlier attempt may have sent (its outcome
         is unknown). Off by default: set it only after checking the service's campaign history.
+
+    A gate given here that renders to nothing (``""``, ``None``), to NaN or to infinity fails the task
+    before any request: a budget that did not arrive is not an unlimited budget.
     """
 
     template_fields: Sequence[str] = (
@@ -193,6 +203,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         "on_cost_exceeded",
         "max_filtered_ratio",
         "min_credits_after",
+        "on_duplicate",
     )
     ui_color = "#fadbd8"
     sends = True
@@ -204,18 +215,32 @@ class SmsSendBaseOperator(SmsBaseOperator):
         on_cost_exceeded: OnGateRefused | str = "fail",
         max_filtered_ratio: float | str | None = None,
         min_credits_after: int | str | None = None,
+        on_duplicate: OnDuplicate | str = "fail",
         allow_resend: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # A template (e.g. "{{ params.on_cost_exceeded }}") is checked once rendered, in execute().
         if not is_template(on_cost_exceeded):
-            # A template (e.g. "{{ params.on_cost_exceeded }}") is checked once rendered, in execute().
             check_on_refused(on_cost_exceeded)
+        if not is_template(on_duplicate):
+            check_on_duplicate(on_duplicate)
         self.max_cost = max_cost
         self.on_cost_exceeded = on_cost_exceeded
         self.max_filtered_ratio = max_filtered_ratio
         self.min_credits_after = min_credits_after
+        self.on_duplicate = on_duplicate
         self.allow_resend = allow_resend
+        # The gates the DAG set: once rendered, each must be a number (a gate fails closed).
+        self.gates_given = tuple(
+            name
+            for name, value in (
+                ("max_cost", max_cost),
+                ("max_filtered_ratio", max_filtered_ratio),
+                ("min_credits_after", min_credits_after),
+            )
+            if value is not None
+        )
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
@@ -228,6 +253,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 max_filtered_ratio=self.max_filtered_ratio,
                 min_credits_after=self.min_credits_after,
                 on_cost_exceeded=self.on_cost_exceeded,
+                given=self.gates_given,
             )
             campaign = self.prepare_campaign()
             result = send_campaign(
@@ -235,6 +261,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 SendGuard.for_task_instance(context["ti"]),
                 gates,
                 on_cost_exceeded=self.on_cost_exceeded,
+                on_duplicate=self.on_duplicate,
                 allow_resend=self.allow_resend,
                 log=self.log,
             )
