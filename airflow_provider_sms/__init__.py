@@ -48,6 +48,39 @@ def get_provider_info() -> dict[str, Any]:
         # The delivery-report table, made by `airflow db migrate` (Airflow 3.2 and later read this key;
         # before, [database] external_db_managers names the manager).
         "db-managers": ["airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"],
+        # Read by the send operators (the campaign register) and `python -m airflow_provider_sms prune`.
+        "config": {
+            "sms": {
+                "description": "Never twice across runs: the campaign register and the lifetime of records.",
+                "options": {
+                    "duplicate_window_minutes": {
+                        "description": "Two sends of the same message to the same recipients on the same "
+                        "connection are the same campaign when their delivery times (the delay, or the "
+                        "send time) are closer than this; the second is refused unless on_duplicate says.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "120",
+                        "default": "60",
+                    },
+                    "duplicate_check_settle_seconds": {
+                        "description": "How long a send's claim in the campaign register settles before "
+                        "it is read back (two sends claiming at once: the overwritten one is refused).",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "2",
+                        "default": "1",
+                    },
+                    "record_retention_days": {
+                        "description": "How long after its task instance ended `python -m "
+                        "airflow_provider_sms prune` keeps a send guard.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "90",
+                        "default": "30",
+                    },
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_sms.hooks.sms.SmsHook",

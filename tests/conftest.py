@@ -10,6 +10,7 @@ The token canary (tests/token_canary.py) watches the whole session: the home, an
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -82,7 +83,11 @@ def run_dag_test(
     ``args`` adds options of ``airflow dags test`` (e.g. ``["-c", '{"max_cost": 5}']`` for run conf).
     Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
     Its stdout and stderr are checked by the token canary (a leak fails the test).
+
+    Each test starts with an empty campaign register, as with a fresh sandbox: the runs of one test
+    see each other's campaigns, those of earlier tests do not.
     """
+    forget_campaigns(airflow_home)
 
     def run(
         dag_file: Path, dag_id: str, env: Mapping[str, str], args: Sequence[str] = ()
@@ -100,6 +105,12 @@ def run_dag_test(
         return process
 
     return run
+
+
+def forget_campaigns(home: Path) -> None:
+    """Delete the campaign registers (``sms_campaign:`` Variables) of the SQLite database in ``home``."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        db.execute("DELETE FROM variable WHERE key LIKE 'sms_campaign:%'")
 
 
 class MemoryVariables:

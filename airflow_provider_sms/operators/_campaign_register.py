@@ -68,7 +68,9 @@ def duplicate_window() -> dt.timedelta:
 
 def settle_seconds() -> float:
     """How long a claim settles before it is read back (``[sms] duplicate_check_settle_seconds``)."""
-    return float(conf.getfloat(CONFIG_SECTION, "duplicate_check_settle_seconds", fallback=DEFAULT_SETTLE_SECONDS))
+    return float(
+        conf.getfloat(CONFIG_SECTION, "duplicate_check_settle_seconds", fallback=DEFAULT_SETTLE_SECONDS)
+    )
 
 
 def content_digest(conn_id: str, message: Message, audience: str) -> str:

@@ -59,3 +59,42 @@ def test_a_refused_send_is_retried_by_airflow_and_sent_once(
     assert send_task(airflow_home) == ("success", 2), output[-6000:]
     assert len(sms_sandbox.inspect.campaigns()) == 1
     assert sms_sandbox.inspect.requests()["/send"] == 2
+
+
+REMINDER_FILE = Path(__file__).parent / "campaign_dags" / "sms_daily_reminder.py"
+
+
+def test_two_runs_for_the_same_slot_send_once_and_consecutive_days_both_send(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    """The scheduled run and a manual run of a daily DAG for the same slot: one campaign, the second
+    run failed naming the first; the next day's run sends; a run saying on_duplicate=send sends."""
+    env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
+
+    def run(logical_date: str, *args: str) -> str:
+        process = run_dag_test(REMINDER_FILE, "sms_daily_reminder", env, [logical_date, *args])
+        return process.stdout + process.stderr
+
+    first = run("2030-12-01T08:00:00+00:00")
+    assert len(sms_sandbox.inspect.campaigns()) == 1, first[-6000:]
+
+    second = run("2030-12-01T08:30:00+00:00")
+    assert "The same campaign (same connection 'sms_default', message and recipients" in second, second[
+        -6000:
+    ]
+    assert "run 'manual__2030-12-01T08:00:00+00:00', task 'send' sent it (ticket 5000001)" in second
+    assert "for delivery at 2030-12-02 10:00:00 Europe/Paris" in second
+    assert len(sms_sandbox.inspect.campaigns()) == 1
+    assert sms_sandbox.inspect.requests().get("/send/simulate", 0) == 0
+
+    next_day = run("2030-12-02T08:00:00+00:00")
+    assert len(sms_sandbox.inspect.campaigns()) == 2, next_day[-6000:]
+
+    on_purpose = run("2030-12-01T08:45:00+00:00", "-c", '{"on_duplicate": "send"}')
+    assert "Sending it again (on_duplicate='send')" in on_purpose, on_purpose[-6000:]
+    assert len(sms_sandbox.inspect.campaigns()) == 3
+    assert [campaign["delay"] for campaign in sms_sandbox.inspect.campaigns()] == [
+        "2030-12-02 10:00:00",
+        "2030-12-03 10:00:00",
+        "2030-12-02 10:00:00",
+    ]

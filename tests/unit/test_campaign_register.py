@@ -84,9 +84,11 @@ def test_a_daily_reminder_is_sent_on_consecutive_days_but_not_twice_in_an_hour(r
     service = Service().mount(requests_mock)
     with pendulum.travel_to(pendulum.datetime(2030, 7, 1, 9, 0, tz="Europe/Paris"), freeze=True):
         send("scheduled__2030-07-01")
-    with pendulum.travel_to(pendulum.datetime(2030, 7, 1, 9, 50, tz="Europe/Paris"), freeze=True):
-        with pytest.raises(AirflowFailException, match="within 60 minutes"):
-            send("manual__2030-07-01")
+    with (
+        pendulum.travel_to(pendulum.datetime(2030, 7, 1, 9, 50, tz="Europe/Paris"), freeze=True),
+        pytest.raises(AirflowFailException, match="within 60 minutes"),
+    ):
+        send("manual__2030-07-01")
     with pendulum.travel_to(pendulum.datetime(2030, 7, 2, 9, 0, tz="Europe/Paris"), freeze=True):
         send("scheduled__2030-07-02")
 

@@ -1,0 +1,68 @@
+"""``python -m airflow_provider_sms prune``: delete old send guards and campaign registers.
+
+Run it where ``airflow variables`` works (it reads Airflow's metadata database), e.g. daily from cron
+or a maintenance job. See :mod:`airflow_provider_sms.operators._retention` for what is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dh])\s*$")
+
+
+def _duration(text: str) -> dt.timedelta:
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days or hours, e.g. 30d or 12h")
+    amount, unit = float(match[1]), match[2]
+    return dt.timedelta(days=amount) if unit == "d" else dt.timedelta(hours=amount)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``prune [--older-than 30d] [--dry-run]``."""
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_sms")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prune = commands.add_parser(
+        "prune",
+        help="delete send guards and campaign registers past their lifetime",
+        description="Delete the send guards of task instances that ended longer ago than --older-than "
+        "(never one whose task may still run or retry), and the campaign registers with no entry left in "
+        "the duplicate window. Unreadable records are kept and listed.",
+    )
+    prune.add_argument(
+        "--older-than",
+        type=_duration,
+        default=None,
+        help="keep guards of task instances that ended more recently than this (default: [sms] "
+        "record_retention_days, 30 days)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; the exit code is 0 when it ran (unreadable records are reported, not errors)."""
+    arguments = build_parser().parse_args(argv)
+    from airflow.utils.session import create_session
+
+    from airflow_provider_sms.operators._retention import prune, retention
+
+    older_than = arguments.older_than if arguments.older_than is not None else retention()
+    with create_session() as session:
+        report = prune(session, older_than=older_than, dry_run=arguments.dry_run)
+        if arguments.dry_run:
+            session.rollback()
+    for key in report.deleted:
+        print(f"{'would delete' if arguments.dry_run else 'deleted'}: {key}")
+    for key, problem in report.unreadable.items():
+        print(f"unreadable, kept: {key}: {problem}", file=sys.stderr)
+    print(report.summary(dry_run=arguments.dry_run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""How long send guards and campaign registers are kept, and their pruning. Internal.
+
+Each send task instance leaves a send guard Variable (``sms_send_guard:...``) and each campaign
+content a register Variable (``sms_campaign:...``): a daily DAG adds one guard a day. Pruning runs
+where Airflow's metadata database is reachable (like ``airflow variables``), as
+``python -m airflow_provider_sms prune``:
+
+- a **send guard** is deleted once its task instance has ended (success, failed, skipped,
+  upstream_failed, removed) more than the retention ago (default 30 days, ``[sms]
+  record_retention_days``); a task instance that may still run or retry (queued, running,
+  up_for_retry, deferred, ...) keeps its guard whatever its age. A guard whose task instance is gone
+  (its DAG run deleted) is deleted once its last batch started more than the retention ago;
+- a **campaign register** is deleted once none of its entries is within the duplicate window
+  (:func:`~._campaign_register.duplicate_window`) of now: it can no longer match a new send;
+- a record that cannot be read is never deleted: it is reported, for a person to look at.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import conf
+
+from airflow_provider_sms.operators._campaign_register import (
+    CONFIG_SECTION,
+    duplicate_window,
+)
+from airflow_provider_sms.operators._campaign_register import (
+    PREFIX as REGISTER_PREFIX,
+)
+from airflow_provider_sms.operators._send_guard import PREFIX as GUARD_PREFIX
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+DEFAULT_RETENTION_DAYS = 30.0
+# Task instances in these states will not run again unless a person clears them.
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+def retention() -> dt.timedelta:
+    """How long after its task instance ended a send guard is kept (``[sms] record_retention_days``)."""
+    days = conf.getfloat(CONFIG_SECTION, "record_retention_days", fallback=DEFAULT_RETENTION_DAYS)
+    return dt.timedelta(days=days)
+
+
+@dataclass
+class PruneReport:
+    """What a prune deleted and kept, key by key."""
+
+    deleted: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+    def summary(self, *, dry_run: bool) -> str:
+        """One line: how many records were (or would be) deleted and kept."""
+        guards = sum(key.startswith(f"{GUARD_PREFIX}:") for key in self.deleted)
+        verb = "Would delete" if dry_run else "Deleted"
+        return (
+            f"{verb} {guards} send guard(s) and {len(self.deleted) - guards} campaign register(s); kept "
+            f"{len(self.kept)}, {len(self.unreadable)} unreadable (kept, to be looked at)"
+        )
+
+
+def prune(session: Session, *, older_than: dt.timedelta, dry_run: bool = False) -> PruneReport:
+    """Delete the guards and registers past their lifetime (see the module docstring).
+
+    :param session: a session of Airflow's metadata database.
+    :param older_than: how long after its task instance ended a guard is kept.
+    :param dry_run: report only.
+    """
+    from airflow.models import TaskInstance, Variable
+    from sqlalchemy import or_, select
+
+    now = pendulum.now("UTC")
+    report = PruneReport()
+    rows = session.scalars(
+        select(Variable).where(
+            or_(Variable.key.like(f"{GUARD_PREFIX}:%"), Variable.key.like(f"{REGISTER_PREFIX}:%"))
+        )
+    )
+
+    def task_instance(identity: dict[str, Any]) -> Any:
+        return session.scalar(
+            select(TaskInstance).where(
+                TaskInstance.dag_id == identity["dag_id"],
+                TaskInstance.task_id == identity["task_id"],
+                TaskInstance.run_id == identity["run_id"],
+                TaskInstance.map_index == identity["map_index"],
+            )
+        )
+
+    for row in list(rows):
+        try:
+            document = json.loads(row.val)
+            if row.key.startswith(f"{GUARD_PREFIX}:"):
+                reason = _guard_kept(document, now - older_than, task_instance)
+            else:
+                reason = _register_kept(document, now - duplicate_window())
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            report.unreadable[row.key] = f"{type(exc).__name__}: {exc}"
+            continue
+        if reason:
+            report.kept[row.key] = reason
+            continue
+        report.deleted.append(row.key)
+        if not dry_run:
+            session.delete(row)
+    return report
+
+
+def _guard_kept(
+    document: dict[str, Any], horizon: dt.datetime, task_instance: Callable[..., Any]
+) -> str | None:
+    """Why a send guard is kept, or None when it is past its lifetime."""
+    ti = task_instance(document)
+    if ti is not None:
+        if ti.state not in ENDED_STATES:
+            return f"its task instance is {ti.state or 'not started'}: it may still send or retry"
+        if ti.end_date is None or ti.end_date >= horizon:
+            return "its task instance ended less than the retention ago"
+        return None
+    started = [pendulum.parse(batch["started"]) for batch in document["batches"].values()]
+    if started and max(started) >= horizon:  # type: ignore[operator]
+        return "its task instance is gone and its last batch started less than the retention ago"
+    return None
+
+
+def _register_kept(document: dict[str, Any], horizon: dt.datetime) -> str | None:
+    """Why a campaign register is kept, or None when no entry can match a new send."""
+    deliveries = [pendulum.parse(entry["delivery"]) for entry in document["entries"]]
+    if any(delivery >= horizon for delivery in deliveries):  # type: ignore[operator]
+        return "an entry is within the duplicate window"
+    return None
