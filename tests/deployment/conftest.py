@@ -44,10 +44,14 @@ def api(deployment: Deployment) -> AirflowApi:
 
 
 @pytest.fixture
-def sandbox(deployment: Deployment) -> Iterator[InspectionClient]:
-    """The sandbox's inspection API, reset to its seeds with no faults before and after the test."""
+def sandbox(deployment: Deployment, api: AirflowApi) -> Iterator[InspectionClient]:
+    """The sandbox's inspection API, reset to its seeds with no faults before and after the test.
+
+    The campaign registers go with it: no scenario's campaign is a duplicate of an earlier one's.
+    """
     client = InspectionClient(deployment.sandbox_url)
     client.reset()
+    api.forget_campaigns()
     yield client
     client.reset()
 

@@ -422,12 +422,19 @@ class AirflowApi:
     def unpause(self, dag_id: str) -> None:
         self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None) -> str:
-        """Trigger a run now; return its run_id."""
+    def trigger(
+        self, dag_id: str, conf: Mapping[str, Any] | None = None, logical_date: str | None = None
+    ) -> str:
+        """Trigger a run now (with no logical date unless one is given); return its run_id."""
         run = self.call(
-            "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": dict(conf or {})}
+            "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": logical_date, "conf": dict(conf or {})}
         )
         return str(run["dag_run_id"])
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's runs, oldest first."""
+        body = self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "run_after"})
+        return list(body["dag_runs"])
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
@@ -464,6 +471,11 @@ class AirflowApi:
     def variables(self, pattern: str) -> dict[str, str]:
         body = self.call("GET", "/variables", params={"variable_key_pattern": pattern, "limit": 100})
         return {v["key"]: v["value"] for v in body["variables"]}
+
+    def forget_campaigns(self) -> None:
+        """Delete the campaign registers (``sms_campaign:`` Variables): each scenario starts afresh."""
+        for key in self.variables("sms_campaign:%"):
+            self.call("DELETE", f"/variables/{key}")
 
 
 # ------------------------------------------------------------------------------- the deployment

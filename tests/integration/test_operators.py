@@ -91,9 +91,9 @@ def test_a_delay_reaches_the_sandbox_in_paris_time(connection, memory_variables)
 BIG_SEND = """
 import json, sys, threading, time
 from pathlib import Path
-from airflow_provider_sms.operators import _send_guard as guard
+import pytest
 from airflow_provider_sms.operators.sms import SmsSendOperator
-from tests.conftest import MemoryVariables
+from tests.conftest import use_memory_variables
 from tests.task_instance import FakeTaskInstance
 
 
@@ -111,7 +111,7 @@ def sample():  # the resident size, every 20 ms, while execute() runs
         peak[0] = max(peak[0], rss_mib())
 
 
-guard.Variable = MemoryVariables  # no task runtime here: the guard is kept in memory
+use_memory_variables(pytest.MonkeyPatch())  # no task runtime here: guard and register kept in memory
 operator = SmsSendOperator(
     task_id="send", message="Flash sale tonight", recipients=Path(sys.argv[1]), max_cost=10**6
 )

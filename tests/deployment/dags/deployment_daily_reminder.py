@@ -1,0 +1,31 @@
+"""Test DAG of tests/deployment: a daily reminder for the next day 10:00 Paris (the duplicate scenarios).
+
+Its scheduled run and a manual run for the same day make the same campaign: the second is refused.
+Runs for consecutive days make two campaigns.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import dag
+
+from airflow_provider_sms.operators.sms import SmsSendOperator
+
+
+@dag(
+    schedule="0 9 * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="Europe/Paris"),
+    catchup=False,
+    tags=["sms", "test"],
+)
+def deployment_daily_reminder() -> None:
+    """Remind the customers of their appointment, tomorrow 10:00 Paris time."""
+    SmsSendOperator(
+        task_id="send",
+        message={"text": "Reminder: your appointment is tomorrow at 10:00", "pushtype": "alert"},
+        recipients=["33612000301", "33612000302", "33612000303"],
+        delay="{{ logical_date.in_tz('Europe/Paris').add(days=1).at(10) }}",
+    )
+
+
+deployment_daily_reminder()

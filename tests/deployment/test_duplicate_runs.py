@@ -1,0 +1,56 @@
+"""Never twice across runs on the distributed deployment: a daily DAG's scheduled run and a manual run
+for the same slot make one campaign; runs for consecutive days make two."""
+
+from __future__ import annotations
+
+import pendulum
+import pytest
+
+from airflow_provider_sms.sandbox.server import InspectionClient
+from tests.deployment.harness import AirflowApi, wait_for
+
+pytestmark = pytest.mark.deployment
+
+DAG_ID = "deployment_daily_reminder"
+
+
+def scheduled_run(api: AirflowApi) -> dict[str, object]:
+    """The run the scheduler makes when the DAG is unpaused (catchup=False: the latest 09:00 Paris)."""
+    found: list[dict[str, object]] = []
+    wait_for(
+        "the scheduled run of the daily reminder",
+        lambda: bool(found.extend(r for r in api.runs(DAG_ID) if r["run_type"] == "scheduled") or found),
+        timeout=120,
+        interval=1.0,
+    )
+    return found[0]
+
+
+def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_the_next_day_sends(
+    api: AirflowApi, sandbox: InspectionClient
+) -> None:
+    api.unpause(DAG_ID)
+    scheduled = scheduled_run(api)
+    assert api.wait_run(DAG_ID, str(scheduled["dag_run_id"]), timeout=180) == "success"
+    send = api.xcom(DAG_ID, str(scheduled["dag_run_id"]), "send")
+    logical = pendulum.parse(str(scheduled["logical_date"])).in_tz("Europe/Paris")  # type: ignore[union-attr]
+    slot = logical.add(days=1).at(10).format("YYYY-MM-DD HH:mm:ss")
+    assert [c["delay"] for c in sandbox.campaigns()] == [slot]
+
+    # Someone triggers the DAG by hand for the same day, half an hour later: the same slot.
+    manual = api.trigger(DAG_ID, logical_date=logical.add(minutes=30).in_tz("UTC").isoformat())
+    assert api.wait_run(DAG_ID, manual, timeout=180) == "failed"
+    (ti,) = api.tries(DAG_ID, manual, "send")
+    assert ti["try_number"] == 1  # not retried
+    log = api.log(DAG_ID, manual, "send", 1)
+    assert "The same campaign (same connection 'sms_default', message and recipients" in log, log[-4000:]
+    assert f"run '{scheduled['dag_run_id']}', task 'send' sent it (ticket {send['ticket']})" in log
+    assert "max_active_runs=1" in log
+    assert len(sandbox.campaigns()) == 1
+    assert sandbox.requests().get("/send/simulate", 0) == 0
+
+    # The next day's run (its logical date a day later): another campaign, 24 hours later.
+    next_day = api.trigger(DAG_ID, logical_date=logical.add(days=1).in_tz("UTC").isoformat())
+    assert api.wait_run(DAG_ID, next_day, timeout=180) == "success"
+    next_slot = logical.add(days=2).at(10).format("YYYY-MM-DD HH:mm:ss")
+    assert [c["delay"] for c in sandbox.campaigns()] == [slot, next_slot]
