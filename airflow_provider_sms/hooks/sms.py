@@ -188,10 +188,19 @@ class SmsHook(BaseHook):
 
     @cached_property
     def session(self) -> requests.Session:
-        """One HTTP session per hook: keep-alive across calls; no retries at the transport level."""
+        """One HTTP session per hook: keep-alive across calls; no retries at the transport level.
+
+        Its adapter notes how far a send went, which decides whether "nothing was sent" (see
+        :mod:`airflow_provider_sms.hooks._request_progress`).
+        """
         import requests
 
+        from airflow_provider_sms.hooks._request_progress import ProgressAdapter
+
         session = requests.Session()
+        adapter = ProgressAdapter()
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
         settings = self.settings
         session.headers.update(request_headers(settings))
         session.verify = settings.verify
@@ -323,13 +332,20 @@ class SmsHook(BaseHook):
         endpoint = f"POST {path}"
         import requests
 
+        from airflow_provider_sms.hooks._request_progress import nothing_sent, tracking
+
         too_large: ResponseTooLargeError | None = None
         answer = b""
         try:
-            response = self.session.post(self._url(path), data=body, timeout=self._timeouts, stream=True)
-            answer = self._body(response, endpoint, path)
+            # "Nothing was sent" is decided by where the call failed, not by the exception's class:
+            # an SSLError may come after the whole request was written.
+            with tracking() as progress:
+                response = self.session.post(
+                    self._url(path), data=body, timeout=self._timeouts, stream=True, verify=self._verify
+                )
+                answer = self._body(response, endpoint, path)
         except requests.RequestException as exc:
-            if _nothing_sent(exc):
+            if nothing_sent(exc, progress):
                 raise SmsTransportError(
                     f"{endpoint}: nothing was sent, the service could not be reached ({_describe(exc)})"
                 ) from None
@@ -376,7 +392,13 @@ class SmsHook(BaseHook):
 
         try:
             response = self.session.request(
-                method, self._url(path), data=body, params=params, timeout=self._timeouts, stream=True
+                method,
+                self._url(path),
+                data=body,
+                params=params,
+                timeout=self._timeouts,
+                stream=True,
+                verify=self._verify,
             )
             answer = self._body(response, endpoint, path)
         except requests.RequestException as exc:
@@ -407,6 +429,15 @@ class SmsHook(BaseHook):
 
     def _url(self, path: str) -> str:
         return self.settings.base_url + path
+
+    @property
+    def _verify(self) -> bool | str:
+        """The connection's ``verify`` (a CA bundle's path, or whether to verify), given with each call.
+
+        Set on the session alone, it is replaced by REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE when either
+        is set, even when it is ``False`` (psf/requests#3829); ``True`` still takes them.
+        """
+        return self.settings.verify
 
     @property
     def _timeouts(self) -> tuple[float, float]:
@@ -605,8 +636,9 @@ class SmsAsyncHook(BaseHook):
                     async for raw in response.aiter_raw():
                         body.feed(raw)
                     answer = body.result()
-        except httpx.TransportError as exc:
-            # httpx names the URL (never the headers) in its errors: no token can leak here.
+        except (httpx.TransportError, ssl.SSLError) as exc:
+            # httpx names the URL (never the headers) in its errors: no token can leak here. A TLS
+            # record broken while the answer is read reaches us as anyio's ssl.SSLError, unwrapped.
             raise SmsTransportError(f"{endpoint}: {type(exc).__name__}: {str(exc)[:300]}") from None
         check_read_response(
             response.status_code,
@@ -617,19 +649,6 @@ class SmsAsyncHook(BaseHook):
             endpoint,
         )
         return answer
-
-
-def _nothing_sent(exc: requests.RequestException) -> bool:
-    """True when the request certainly never reached the service (refused, DNS, connect timeout, TLS)."""
-    import requests
-    from urllib3.exceptions import NewConnectionError
-
-    if isinstance(exc, (requests.ConnectTimeout, requests.exceptions.SSLError)):
-        return True
-    if isinstance(exc, requests.ConnectionError):
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, NewConnectionError)
-    return False
 
 
 def _describe(exc: requests.RequestException) -> str:

@@ -1,9 +1,11 @@
 """The fault matrix: every endpoint x every fault, against the sandbox as a real HTTP server on 127.0.0.1.
 
-Each case injects one fault with the sandbox's fault API, makes one call through :class:`SmsHook`,
-and asserts the outcome (retried and succeeded, or which error) and, through the inspection API,
-how many campaigns were created and how many requests reached the sandbox: a send is made exactly
-once (never two campaigns for one send), simulations and reads create nothing.
+Each case injects one fault with the sandbox's fault API (or, for the TLS rows, has the TLS front of
+tests/tls_server.py relay the request to the sandbox and break the answer's TLS record), makes one
+call through :class:`SmsHook`, and asserts the outcome (retried and succeeded, or which error) and,
+through the inspection API, how many campaigns were created and how many requests reached the
+sandbox: a send is made exactly once (never two campaigns for one send), simulations and reads
+create nothing.
 
 The rule (docs/operators.md, "Never the same campaign twice"): sends (POST /send, /send/lists) are
 never retried, and any outcome that leaves the send in doubt is ``SmsMaybeSentError``; simulations
@@ -35,6 +37,7 @@ from airflow_provider_sms.exceptions import (
 )
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import CampaignResult, NpaiList, Webhook
+from tests.tls_server import AFTER_STATUS, BEFORE_STATUS, TlsFront
 
 if TYPE_CHECKING:
     from airflow.triggers.base import TriggerEvent
@@ -158,7 +161,8 @@ class Row:
 
     :param label: the fault, as in the table and the test ids.
     :param faults: the sandbox faults for ``count`` occurrences (``Faults`` fields, ``endpoints`` aside);
-        ``None`` for connection refused, which needs no sandbox (the connection points at a closed port).
+        ``None`` when the sandbox injects none: connection refused (the connection points at a closed
+        port) and the TLS rows.
     :param send: the outcome on POST /send and /send/lists (the fault fires once).
     :param read: the outcome on the simulations and reads when the fault fires once.
     :param persistent: the outcome on the simulations and reads when it fires on every try, if the
@@ -166,6 +170,8 @@ class Row:
     :param trigger: what the async triggers (GET /webhook/:id, GET /npai) do when it fires once.
     :param npai: the outcome on GET /npai, when it differs from ``read``.
     :param npai_trigger: what the NPAI trigger does, when it differs from ``trigger``.
+    :param tls_break: for the TLS rows, where the TLS front breaks the answer (``BEFORE_STATUS``,
+        ``AFTER_STATUS``), ``count`` times.
     """
 
     label: str
@@ -176,6 +182,7 @@ class Row:
     trigger: str
     npai: Expected | None = None
     npai_trigger: str | None = None
+    tls_break: str | None = None
 
 
 # A retried read: the first try meets the fault, the second succeeds; every try meets it: all fail.
@@ -308,6 +315,26 @@ ROWS: tuple[Row, ...] = (
         None,
         ERROR_EVENT,
     ),
+    # Over HTTPS: the whole request was written and recorded, then the answer's TLS record is broken.
+    # requests raises SSLError, as for a failed handshake; a send cannot take it for "nothing sent".
+    Row(
+        "TLS broken after the POST, before the status line",
+        None,
+        Expected(MAYBE_SENT, 1, 1),
+        READ_RETRIED,
+        READ_EXHAUSTED,
+        POLLS_AGAIN,
+        tls_break=BEFORE_STATUS,
+    ),
+    Row(
+        "TLS broken after the POST, after the status line",
+        None,
+        Expected(MAYBE_SENT, 1, 1),
+        READ_RETRIED,
+        READ_EXHAUSTED,
+        POLLS_AGAIN,
+        tls_break=AFTER_STATUS,
+    ),
 )
 
 
@@ -373,18 +400,35 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def connect(sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, row: Row, fmt: str = "json") -> None:
-    """Point the ``sms_faults`` connection at the sandbox, or at a closed port for connection refused."""
-    connection = sandbox.connection_json(fmt, timeout=TIMEOUT)
-    if row.faults is None:
-        connection = connection.replace(sandbox.url, f"http://127.0.0.1:{closed_port()}")
+def connect(
+    sandbox: SandboxServer,
+    monkeypatch: pytest.MonkeyPatch,
+    row: Row,
+    fmt: str = "json",
+    front: TlsFront | None = None,
+) -> None:
+    """Point the ``sms_faults`` connection at the sandbox, at a closed port for connection refused, or,
+    for the TLS rows, at the sandbox's TLS ``front`` (its certificate as ``verify``)."""
+    if row.tls_break is not None:
+        assert front is not None, "a TLS row needs the tls_front fixture"
+        connection = sandbox.connection_json(fmt, timeout=TIMEOUT, verify=str(front.certificate.cert))
+        connection = connection.replace(sandbox.url, front.url)
+    else:
+        connection = sandbox.connection_json(fmt, timeout=TIMEOUT)
+        if row.faults is None:
+            connection = connection.replace(sandbox.url, f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", connection)
 
 
-def inject(sandbox: SandboxServer, endpoint: Endpoint, row: Row, count: int) -> None:
+def inject(
+    sandbox: SandboxServer, endpoint: Endpoint, row: Row, count: int, front: TlsFront | None = None
+) -> None:
     """Set the row's fault for ``count`` occurrences, scoped to ``endpoint`` alone."""
     if row.faults is not None:
         sandbox.inspect.set_faults(**row.faults(count), endpoints=[endpoint.name])
+    if row.tls_break is not None:
+        assert front is not None, "a TLS row needs the tls_front fixture"
+        front.break_at, front.breaks = row.tls_break, count
 
 
 def requests_received(sandbox: SandboxServer, endpoint: Endpoint) -> int:
@@ -396,10 +440,15 @@ def requests_received(sandbox: SandboxServer, endpoint: Endpoint) -> int:
 
 
 def run_case(
-    sandbox: SandboxServer, endpoint: Endpoint, row: Row, want: Expected, count: int
+    sandbox: SandboxServer,
+    endpoint: Endpoint,
+    row: Row,
+    want: Expected,
+    count: int,
+    front: TlsFront | None = None,
 ) -> tuple[object, float]:
     """Inject, call, and assert the outcome and the sandbox's counts; returns the result and the time."""
-    inject(sandbox, endpoint, row, count)
+    inject(sandbox, endpoint, row, count, front)
     hook = SmsHook(CONN_ID, max_tries=MAX_TRIES, backoff=BACKOFF)
     start = time.monotonic()
     result: object = None
@@ -427,6 +476,8 @@ def run_case(
     assert len(sandbox.inspect.campaigns()) == want.campaigns
     assert requests_received(sandbox, endpoint) == want.requests
     assert faults_left(sandbox) == [], "the fault did not fire as many times as set"
+    if front is not None:
+        assert front.breaks == 0, "the TLS front did not break as many answers as set"
     return result, elapsed
 
 
@@ -461,13 +512,17 @@ PERSISTENT = [
 
 @pytest.mark.parametrize(("endpoint", "row"), CASES)
 def test_fault_once(
-    sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, endpoint: Endpoint, row: Row
+    sandbox: SandboxServer,
+    tls_front: TlsFront,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: Endpoint,
+    row: Row,
 ) -> None:
     """The fault fires once: sends are never retried; simulations and reads retry what is transient."""
-    connect(sandbox, monkeypatch, row)
+    connect(sandbox, monkeypatch, row, front=tls_front)
     want = expected(endpoint, row)
 
-    _, elapsed = run_case(sandbox, endpoint, row, want, count=1)
+    _, elapsed = run_case(sandbox, endpoint, row, want, count=1, front=tls_front)
 
     if row.label == "429 with Retry-After" and not endpoint.sends:
         assert elapsed >= RETRY_AFTER  # the wait the service asked for, not the (shorter) backoff
@@ -475,13 +530,17 @@ def test_fault_once(
 
 @pytest.mark.parametrize(("endpoint", "row"), PERSISTENT)
 def test_fault_on_every_try(
-    sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, endpoint: Endpoint, row: Row
+    sandbox: SandboxServer,
+    tls_front: TlsFront,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: Endpoint,
+    row: Row,
 ) -> None:
     """A transient fault on every try: the retries are bounded and end in SmsTransportError."""
-    connect(sandbox, monkeypatch, row)
+    connect(sandbox, monkeypatch, row, front=tls_front)
     assert row.persistent is not None
 
-    run_case(sandbox, endpoint, row, row.persistent, count=MAX_TRIES)
+    run_case(sandbox, endpoint, row, row.persistent, count=MAX_TRIES, front=tls_front)
 
 
 # The faults whose handling goes through the body's parser, in the other wire format.
@@ -554,12 +613,16 @@ WATCH = 1.0
     ("trigger_name", "row"), [pytest.param(t, r, id=f"{t}-{r.label}") for r in ROWS for t in TRIGGERS]
 )
 async def test_fault_once_in_the_triggers(
-    sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, trigger_name: str, row: Row
+    sandbox: SandboxServer,
+    tls_front: TlsFront,
+    monkeypatch: pytest.MonkeyPatch,
+    trigger_name: str,
+    row: Row,
 ) -> None:
     """The triggers meet the same read faults: transient ones only delay the wait, others end it."""
     endpoint, build = TRIGGERS[trigger_name]
-    connect(sandbox, monkeypatch, row)
-    inject(sandbox, endpoint, row, 1)
+    connect(sandbox, monkeypatch, row, front=tls_front)
+    inject(sandbox, endpoint, row, 1, front=tls_front)
     # run() is an async generator (typed as an iterator): closed below, as the triggerer would.
     events = cast("AsyncGenerator[TriggerEvent, None]", build().run())
     outcome = trigger_outcome(trigger_name, row)
@@ -584,6 +647,7 @@ async def test_fault_once_in_the_triggers(
             await events.aclose()
     assert len(sandbox.inspect.campaigns()) == 0
     assert requests_received(sandbox, endpoint) == requests
+    assert tls_front.breaks == 0, "the TLS front did not break as many answers as set"
 
 
 if __name__ == "__main__":

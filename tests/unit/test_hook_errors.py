@@ -17,6 +17,7 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
+from airflow_provider_sms.hooks._request_progress import SendProgress, nothing_sent
 from airflow_provider_sms.hooks.sms import SmsHook
 
 from .conftest import BASE_URL
@@ -73,8 +74,11 @@ def test_5xx_on_send_lists_is_maybe_sent_and_never_retried(make_hook, requests_m
         ),
         (requests.exceptions.ChunkedEncodingError("truncated"), SmsMaybeSentError),
         (requests.ConnectTimeout("connect timed out"), SmsTransportError),
+        # requests-mock bypasses the hook's adapter: judged by class, and an SSLError may come after
+        # the whole request was written (a TLS record broken while the answer is read).
+        (requests.exceptions.SSLError("[SSL: WRONG_VERSION_NUMBER] wrong version number"), SmsMaybeSentError),
     ],
-    ids=["read-timeout", "reset-after-send", "truncated-stream", "connect-timeout"],
+    ids=["read-timeout", "reset-after-send", "truncated-stream", "connect-timeout", "ssl-error"],
 )
 def test_send_transport_failures_are_classified(make_hook, requests_mock, failure, expected):
     hook = make_hook()
@@ -85,6 +89,50 @@ def test_send_transport_failures_are_classified(make_hook, requests_mock, failur
 
     assert requests_mock.call_count == 1
     assert not isinstance(info.value, SmsMaybeSentError) or "must not be sent again" in str(info.value)
+
+
+UNTRACKED = SendProgress()
+CONNECTING = SendProgress(tracked=True)
+WRITING = SendProgress(tracked=True, request_started=True)
+
+
+@pytest.mark.parametrize(
+    ("failure", "progress", "expected"),
+    [
+        # Not tracked (another adapter, requests-mock): the classes raised only before a request is written.
+        (requests.exceptions.SSLError("handshake or broken record"), UNTRACKED, False),
+        (requests.ConnectTimeout("connect timed out"), UNTRACKED, True),
+        (refused(), UNTRACKED, True),
+        (requests.exceptions.InvalidURL("bad"), UNTRACKED, True),
+        (requests.exceptions.MissingSchema("bad"), UNTRACKED, True),
+        (requests.exceptions.InvalidSchema("bad"), UNTRACKED, True),
+        (requests.exceptions.ProxyError("proxy"), UNTRACKED, False),
+        (requests.ReadTimeout("read timed out"), UNTRACKED, False),
+        # Tracked: where it failed decides, whatever the class.
+        (requests.exceptions.SSLError("handshake"), CONNECTING, True),
+        (requests.exceptions.ProxyError("CONNECT refused"), CONNECTING, True),
+        (requests.exceptions.SSLError("broken record"), WRITING, False),
+        # A redirect's second connection refused, after the first request was written.
+        (refused(), WRITING, False),
+    ],
+)
+def test_nothing_sent_by_where_the_send_failed_else_by_class(failure, progress, expected):
+    assert nothing_sent(failure, progress) is expected
+
+
+def test_a_send_not_through_the_hooks_adapter_falls_back_to_the_class_rule(make_hook, requests_mock):
+    """requests-mock stands in for the adapter: SSLError is maybe sent, a connect timeout nothing sent."""
+    hook = make_hook()
+    requests_mock.post(f"{BASE_URL}/send", exc=requests.exceptions.SSLError("record layer failure"))
+    requests_mock.post(f"{BASE_URL}/send/lists", exc=requests.ConnectTimeout("connect timed out"))
+
+    with pytest.raises(SmsMaybeSentError, match="SSLError"):
+        hook.send(MESSAGE, ["33612345678"])
+    with pytest.raises(SmsTransportError, match="nothing was sent") as info:
+        hook.send_lists(MESSAGE, [1])
+
+    assert not isinstance(info.value, SmsMaybeSentError)
+    assert requests_mock.call_count == 2
 
 
 def test_connection_refused_on_send_is_transport_error_nothing_sent(make_hook, requests_mock):
