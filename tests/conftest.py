@@ -80,7 +80,8 @@ def run_dag_test(
     """Run ``airflow dags test <dag_id> -f <dag_file>`` in a subprocess; returns the finished process.
 
     The DAG's folder is the DAGS_FOLDER; ``env`` adds variables (e.g. the sms_default connection);
-    ``args`` adds options of ``airflow dags test`` (e.g. ``["-c", '{"max_cost": 5}']`` for run conf).
+    ``args`` adds options of ``airflow dags test`` (e.g. ``["-c", '{"max_cost": 5}']`` for run conf),
+    ``logical_date`` the run's logical date.
     Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
     Its stdout and stderr are checked by the token canary (a leak fails the test).
 
@@ -90,10 +91,16 @@ def run_dag_test(
     forget_campaigns(airflow_home)
 
     def run(
-        dag_file: Path, dag_id: str, env: Mapping[str, str], args: Sequence[str] = ()
+        dag_file: Path,
+        dag_id: str,
+        env: Mapping[str, str],
+        args: Sequence[str] = (),
+        logical_date: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        # The logical date is a positional argument: next to the DAG id, or argparse refuses it.
+        positional = [dag_id, logical_date] if logical_date else [dag_id]
         process = subprocess.run(
-            [AIRFLOW, "dags", "test", dag_id, "-f", str(dag_file), *args],
+            [AIRFLOW, "dags", "test", *positional, "-f", str(dag_file), *args],
             env=airflow_env(airflow_home, dag_file.parent, **env),
             capture_output=True,
             text=True,

@@ -26,7 +26,7 @@ def scheduled_run(api: AirflowApi) -> dict[str, object]:
     return found[0]
 
 
-def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_the_next_day_sends(
+def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_consecutive_days_both_send(
     api: AirflowApi, sandbox: InspectionClient
 ) -> None:
     api.unpause(DAG_ID)
@@ -34,7 +34,7 @@ def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_the_ne
     assert api.wait_run(DAG_ID, str(scheduled["dag_run_id"]), timeout=180) == "success"
     send = api.xcom(DAG_ID, str(scheduled["dag_run_id"]), "send")
     logical = pendulum.parse(str(scheduled["logical_date"])).in_tz("Europe/Paris")  # type: ignore[union-attr]
-    slot = logical.add(days=1).at(10).format("YYYY-MM-DD HH:mm:ss")
+    slot = logical.add(days=2).at(10).format("YYYY-MM-DD HH:mm:ss")
     assert [c["delay"] for c in sandbox.campaigns()] == [slot]
 
     # Someone triggers the DAG by hand for the same day, half an hour later: the same slot.
@@ -49,8 +49,9 @@ def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_the_ne
     assert len(sandbox.campaigns()) == 1
     assert sandbox.requests().get("/send/simulate", 0) == 0
 
-    # The next day's run (its logical date a day later): another campaign, 24 hours later.
-    next_day = api.trigger(DAG_ID, logical_date=logical.add(days=1).in_tz("UTC").isoformat())
-    assert api.wait_run(DAG_ID, next_day, timeout=180) == "success"
-    next_slot = logical.add(days=2).at(10).format("YYYY-MM-DD HH:mm:ss")
-    assert [c["delay"] for c in sandbox.campaigns()] == [slot, next_slot]
+    # The run for the day before (Airflow starts no run whose logical date is in the future): another
+    # campaign, 24 hours earlier.
+    day_before = api.trigger(DAG_ID, logical_date=logical.subtract(days=1).in_tz("UTC").isoformat())
+    assert api.wait_run(DAG_ID, day_before, timeout=180) == "success"
+    other_slot = logical.add(days=1).at(10).format("YYYY-MM-DD HH:mm:ss")
+    assert [c["delay"] for c in sandbox.campaigns()] == [slot, other_slot]

@@ -1,7 +1,9 @@
-"""Test DAG of tests/deployment: a daily reminder for the next day 10:00 Paris (the duplicate scenarios).
+"""Test DAG of tests/deployment: a daily reminder for 10:00 Paris two days after the run's day.
 
 Its scheduled run and a manual run for the same day make the same campaign: the second is refused.
-Runs for consecutive days make two campaigns.
+Runs for consecutive days make two campaigns. (Two days ahead, so that a run for the day before the
+scheduled one, the scenario's other day, still has its delivery in the future: Airflow does not start a
+run whose logical date is in the future.)
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from airflow_provider_sms.operators.sms import SmsSendOperator
     tags=["sms", "test"],
 )
 def deployment_daily_reminder() -> None:
-    """Remind the customers of their appointment, tomorrow 10:00 Paris time."""
+    """Remind the customers of their appointment, in two days at 10:00 Paris time."""
     SmsSendOperator(
         task_id="send",
-        message={"text": "Reminder: your appointment is tomorrow at 10:00", "pushtype": "alert"},
+        message={"text": "Reminder: your appointment is in two days at 10:00", "pushtype": "alert"},
         recipients=["33612000301", "33612000302", "33612000303"],
-        delay="{{ logical_date.in_tz('Europe/Paris').add(days=1).at(10) }}",
+        delay="{{ logical_date.in_tz('Europe/Paris').add(days=2).at(10) }}",
     )
 
 
