@@ -472,7 +472,15 @@ def send_campaign(
     except BaseException:
         if not guard.batches:
             # Refused, skipped or failed before any POST that may have reached the service.
-            register.release()
+            try:
+                register.release()
+            except Exception as exc:  # the task's own error is what the log must show
+                log.warning(
+                    "Could not forget this send in the campaign register %s (%s): another run of this "
+                    "campaign will be refused until its entry is removed",
+                    register.key,
+                    exc,
+                )
         raise
     tickets = [result.ticket for result in results]
     register.sent([ticket for ticket in tickets if ticket is not None])

@@ -393,3 +393,25 @@ def test_on_duplicate_is_checked_when_parsed_or_once_rendered(requests_mock):
     with pytest.raises(AirflowFailException, match="on_duplicate='again'"):
         operator.execute(context())
     assert requests_mock.call_count == 0
+
+
+def test_a_register_that_cannot_be_written_after_a_refusal_keeps_the_tasks_own_error(
+    requests_mock, monkeypatch, capsys
+):
+    requests_mock.post(f"{BASE_URL}/send", json={"status": -7, "message": "bad data"})
+    writes: list[str] = []
+
+    def set_variable(key: str, value: str, description: str | None = None) -> None:
+        writes.append(key)
+        if key.startswith("sms_campaign:") and sum(w.startswith("sms_campaign:") for w in writes) > 1:
+            raise RuntimeError("API server unreachable")
+        MemoryVariables.store[key] = value
+
+    monkeypatch.setattr(MemoryVariables, "set", staticmethod(set_variable))
+
+    with pytest.raises(AirflowFailException, match="status -7"):
+        send("run_a")
+    assert "Could not forget this send in the campaign register" in capsys.readouterr().out
+    # Failing closed: the claim stays, so another run of the campaign is refused until it is removed.
+    with pytest.raises(AirflowFailException, match="is sending it, or may have sent it"):
+        send("run_b")
