@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_provider_sms.operators._send_guard import guard_key
 from tests.conftest import airflow_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
@@ -77,13 +78,15 @@ def test_prune_deletes_what_is_past_its_lifetime_and_never_a_guard_that_may_stil
 ) -> None:
     process = run_dag_test(DAG_FILE, DAG_ID, {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()})
     assert len(sms_sandbox.inspect.campaigns()) == 1, (process.stdout + process.stderr)[-4000:]
-    # Values may be encrypted (Fernet): records are told apart by their keys.
-    (real_guard,) = [key for key in variables(airflow_home) if key.startswith(f"sms_send_guard:{DAG_ID}:")]
-    (real_register,) = [key for key in variables(airflow_home) if key.startswith("sms_campaign:")]
+    # Values may be encrypted (Fernet): records are found by their keys. Earlier tests of the session
+    # ran this DAG too: its latest run is this test's.
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         (run_id,) = db.execute(
             "SELECT run_id FROM task_instance WHERE dag_id = ? ORDER BY start_date DESC LIMIT 1", (DAG_ID,)
         ).fetchone()
+    real_guard = guard_key(DAG_ID, "send", run_id, -1)
+    assert real_guard in variables(airflow_home)
+    (real_register,) = [key for key in variables(airflow_home) if key.startswith("sms_campaign:")]
     now = pendulum.now("UTC")
     put(airflow_home, "sms_send_guard:gone:send:old:-1", guard("gone", "old", now.subtract(days=40)))
     put(airflow_home, "sms_send_guard:gone:send:recent:-1", guard("gone", "recent", now.subtract(days=1)))
