@@ -54,8 +54,10 @@ def _french_holidays(year: int) -> Container[dt.date]:
     # would pay at parse time; only a marketing message's check needs it.
     import holidays
 
-    # One table per year (metropolitan France: the package's default subdivision).
-    return holidays.country_holidays("FR", years=year)
+    # One table per year (metropolitan France: the package's default subdivision). The language is
+    # given: left to the library, the names follow the interpreter and locale ("Noël" on Python 3.13,
+    # "Christmas Day" on 3.11), and a reason logged or returned must not.
+    return holidays.country_holidays("FR", years=year, language="en_US")
 
 
 def is_sending_day(day: dt.date) -> bool:
