@@ -253,22 +253,23 @@ class NumberSetDigest:
 
     The same customers exported in another order are the same audience. Sorting a million numbers
     would hold them all in memory, and hashing each one costs half a second; numbers are digit
-    strings, so the digest is taken of their count and of the sums of their first three powers
-    (exact integers): two different sets agree on all four only by construction, never by accident
-    of an export. ``gsmsmsid`` is left out: the same people get the same SMS whatever the ids.
+    strings, so the digest is taken of their count, their sum and the sum of their squares (exact
+    integers, 0.1 s for a million): two different sets agree on all three only when chosen to, never
+    by accident of an export. ``gsmsmsid`` is left out: the same people get the same SMS whatever the ids.
     """
 
     def __init__(self) -> None:
-        self._sums = [0, 0, 0, 0]
+        self._sums = [0, 0, 0]
 
     def add(self, batch: Sequence[str | Recipient]) -> None:
         """Add a batch of distinct, validated recipients (none seen in an earlier batch)."""
-        values = [int(item if type(item) is str else item.value) for item in batch]  # type: ignore[union-attr]
-        squares = list(map(operator.mul, values, values))
+        try:
+            values = list(map(int, batch))  # type: ignore[arg-type]  # a batch of numbers: the usual one
+        except TypeError:  # recipients with a gsmsmsid among them
+            values = [int(item if type(item) is str else item.value) for item in batch]  # type: ignore[union-attr]
         self._sums[0] += len(values)
         self._sums[1] += sum(values)
-        self._sums[2] += sum(squares)
-        self._sums[3] += sum(map(operator.mul, squares, values))
+        self._sums[2] += sum(map(operator.mul, values, values))
 
     def hexdigest(self) -> str:
         """The digest of the numbers added so far."""

@@ -169,7 +169,7 @@ def test_the_audience_digest_ignores_order_and_tells_sets_apart():
     numbers = [f"3361234{i:04d}" for i in range(7)]
     assert digest(numbers) == digest(list(reversed(numbers)))
     assert digest(numbers) != digest(numbers[:-1])
-    # Same count and same sum, other numbers: told apart by the higher powers.
+    # Same count and same sum, other numbers: told apart by the sum of squares.
     swapped = [*numbers[:2], str(int(numbers[2]) - 1), str(int(numbers[3]) + 1), *numbers[4:]]
     assert digest(numbers) != digest(swapped)
 
