@@ -22,6 +22,7 @@ Connection: ``sms_default``.
 
 from __future__ import annotations
 
+# --8<-- [start:code] README.md and docs/sensors.md show the file from here to the end marker.
 import os
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,4 @@ def sms_first_campaign() -> None:
 
 
 sms_first_campaign()
+# --8<-- [end:code]

@@ -7,6 +7,7 @@ since the last) and counts their statuses. Needs the receiver set up (see the "D
 
 from __future__ import annotations
 
+# --8<-- [start:code] docs/delivery-reports.md shows the file from here to the end marker.
 from collections import Counter
 from typing import Any
 
@@ -36,3 +37,4 @@ def sms_on_delivery_reports() -> None:
 
 
 sms_on_delivery_reports()
+# --8<-- [end:code]
