@@ -1,17 +1,17 @@
 """Internal: CPU work of the async hook and the triggers, run off the event loop in one worker thread.
 
-Decoding a page of the NPAI list or filtering a long one takes milliseconds to seconds: done in the
+Decoding a page of the NPAI list or filtering a long one can take long enough that, done in the
 triggerer's event loop, it would stall every other trigger. ``asyncio.to_thread`` would run it in the
-loop's default executor, whose several threads (six on two cores) then contend with the loop's own
-thread for the GIL: with a hundred NPAI sensors polling at once, the loop waited hundreds of
-milliseconds for it between two steps. One thread of our own (CPU-bound Python code gains nothing
-from more under the GIL) leaves the loop one contender, so it gets the GIL back within the
-interpreter's switch interval (5 ms).
+loop's default executor, whose several threads then contend with the loop's own thread for the GIL:
+with many NPAI sensors polling at once, the loop waited for it between two steps far longer than any
+step took. One thread of our own (CPU-bound Python code gains nothing from more under the GIL) leaves
+the loop one contender, so it gets the GIL back within the interpreter's switch interval.
 
 Short work stays in the loop (``inline=True``, the caller's estimate against :data:`QUICK`): while the
 thread runs, the loop waits for the GIL again after each of its own system calls, so a trip to the
-thread costs the loop more than a millisecond of work done in place. A hundred NPAI sensors sharing
-one read and each handing a sub-millisecond filter to the thread stalled the loop for 35 ms at once.
+thread costs the loop more than a millisecond of work done in place. Many NPAI sensors sharing one
+read, each handing a short filter to the thread, stalled the loop longer than the filters took in it.
+The figures are in docs/performance.md ("The loop lag").
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ each. The source is read once, by :meth:`RecipientSource.plan`, which checks eve
 any request, removes duplicates (across batches too: the service only filters duplicates within one
 campaign, so each copy in another batch would receive the SMS) and writes the valid recipients to a
 temporary file; the simulation and the send read their batches back from that file. Nothing here
-holds the campaign whole: memory is one batch plus the numbers already seen, kept exactly in about
-13 bytes each by :class:`~airflow_provider_sms.operators._seen_numbers.SeenNumbers`. What is sent is
+holds the campaign whole: memory is one batch plus the numbers already seen, kept exactly and
+compactly by :class:`~airflow_provider_sms.operators._seen_numbers.SeenNumbers`. What is sent is
 exactly what was checked, even if the source changes in between.
 """
 

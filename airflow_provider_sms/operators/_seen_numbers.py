@@ -1,11 +1,12 @@
-"""Internal: the numbers a campaign has already met, kept exactly in about 13 bytes each.
+"""Internal: the numbers a campaign has already met, kept exactly in a fraction of a set's memory.
 
 De-duplicating across batches means remembering every number of the campaign until its last batch.
-A Python ``set`` of the numbers costs about 90 bytes each (a 60-byte string object plus the table's
-slot): 90 MB for a million numbers, most of what such a campaign cost. :class:`SeenNumbers` keeps
-them in 65,536 strings of digits instead, ``|33612345678|33698765432|...``, a number going to the
-string its hash picks: a lookup is one C substring search of a short string for ``|digits|``, exact
-because the ``|`` that bounds every number can never be part of one.
+A Python ``set`` of the numbers holds a string object and a table slot for each, which for a million
+numbers was most of what such a campaign cost (the figures: docs/performance.md, "The million
+numbers"). :class:`SeenNumbers` keeps them in 65,536 strings of digits instead,
+``|33612345678|33698765432|...``, a number going to the string its hash picks: a lookup is one C
+substring search of a short string for ``|digits|``, exact because the ``|`` that bounds every number
+can never be part of one.
 """
 
 from __future__ import annotations
