@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
-from airflow_provider_sms._argument_checks import check_mode
+from airflow_provider_sms._task_arguments import check_send_window
 from airflow_provider_sms.delay import API_FORMAT, PARIS, format_delay
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.sms_parts import (
@@ -161,7 +161,7 @@ def apply_send_window(
     :param now: the current time (injected by tests); defaults to the clock.
     :param logger: where to log (the task's logger); defaults to this module's.
     """
-    mode = check_mode(mode)
+    mode = check_send_window(mode)
     logger = logger or log
     if message.pushtype != "marketing":
         return message

@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_sms import codec
-from airflow_provider_sms._argument_checks import check_webhook_id
 from airflow_provider_sms._compat import mask_secret
+from airflow_provider_sms._task_arguments import check_webhook_id
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,

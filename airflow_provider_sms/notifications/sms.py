@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._argument_checks import SendWindowMode, check_mode
+from airflow_provider_sms._task_arguments import SendWindowMode, check_send_window
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from airflow_provider_sms.models import PushType
 
 # DAG files import this module: the hook, the models and the send window are imported when a
-# notification is sent, not when the file is parsed (see airflow_provider_sms._argument_checks).
+# notification is sent, not when the file is parsed (see airflow_provider_sms._task_arguments).
 
 
 class SmsNotifier(BaseNotifier):
@@ -61,7 +61,7 @@ class SmsNotifier(BaseNotifier):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_mode(send_window)
+        check_send_window(send_window)
         self.text = text
         self.recipients = recipients
         self.pushtype = pushtype

@@ -40,7 +40,7 @@ from typing import Literal
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException, Variable, conf
 
-from airflow_provider_sms._argument_checks import OnDuplicate
+from airflow_provider_sms._task_arguments import OnDuplicate
 from airflow_provider_sms.models import Message
 from airflow_provider_sms.send_window import Logger
 

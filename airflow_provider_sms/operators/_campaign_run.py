@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._argument_checks import (
+from airflow_provider_sms._task_arguments import (
     OnDuplicate,
     check_invalid_numbers,
+    check_on_cost_exceeded,
     check_on_duplicate,
-    check_on_refused,
 )
 from airflow_provider_sms.delay import parse_instant, to_api_delay
 from airflow_provider_sms.exceptions import (
@@ -299,7 +299,7 @@ def read_gates(
     :param given: the gates the DAG set (not None when the operator was built): those may not render
         to nothing.
     """
-    check_on_refused(on_cost_exceeded)
+    check_on_cost_exceeded(on_cost_exceeded)
     ratio = _number(max_filtered_ratio, "max_filtered_ratio", given="max_filtered_ratio" in given)
     if ratio is not None and ratio > 1:
         raise SmsValidationError.for_value(

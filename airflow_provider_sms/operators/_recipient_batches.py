@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any, TypeGuard
 
-from airflow_provider_sms._argument_checks import InvalidNumbers
+from airflow_provider_sms._task_arguments import InvalidNumbers
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import (
     FILTER_FIELDS,

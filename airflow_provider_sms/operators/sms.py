@@ -5,7 +5,7 @@ does. They hold the task's arguments (templated, checked when the DAG file is pa
 not templates) and hand the run to :mod:`._campaign_run`: validation of everything before the first
 request, the estimate of SMS parts, batching, the gates and the send guard.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms._argument_checks` and the
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
 exceptions; the hook, the models and the send guard are imported when a task runs.
 """
 
@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._argument_checks import (
+from airflow_provider_sms._task_arguments import (
     DEFAULT_BATCH_SIZE,
     InvalidNumbers,
+    OnCostExceeded,
     OnDuplicate,
-    OnGateRefused,
     SendWindowMode,
     check_audience,
     check_batch_size,
     check_invalid_numbers,
     check_literal_message,
-    check_mode,
+    check_on_cost_exceeded,
     check_on_duplicate,
-    check_on_refused,
+    check_send_window,
     is_template,
 )
 
@@ -105,7 +105,7 @@ class SmsBaseOperator(BaseOperator):
         check_batch_size(batch_size)
         # A template is checked once rendered, in execute(); anything else fails at DAG parse time.
         if not is_template(send_window):
-            check_mode(send_window)
+            check_send_window(send_window)
         if not is_template(invalid_numbers):
             check_invalid_numbers(invalid_numbers)
         check_literal_message(message, delay)
@@ -212,7 +212,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         self,
         *,
         max_cost: int | str | None = None,
-        on_cost_exceeded: OnGateRefused | str = "fail",
+        on_cost_exceeded: OnCostExceeded | str = "fail",
         max_filtered_ratio: float | str | None = None,
         min_credits_after: int | str | None = None,
         on_duplicate: OnDuplicate | str = "fail",
@@ -222,7 +222,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         super().__init__(**kwargs)
         # A template (e.g. "{{ params.on_cost_exceeded }}") is checked once rendered, in execute().
         if not is_template(on_cost_exceeded):
-            check_on_refused(on_cost_exceeded)
+            check_on_cost_exceeded(on_cost_exceeded)
         if not is_template(on_duplicate):
             check_on_duplicate(on_duplicate)
         self.max_cost = max_cost

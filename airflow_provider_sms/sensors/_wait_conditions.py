@@ -17,7 +17,7 @@ from typing import Any
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
-from airflow_provider_sms._argument_checks import check_final_share, check_min_entries
+from airflow_provider_sms._task_arguments import check_final_share, check_min_entries
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsValidationError
 from airflow_provider_sms.models import DeliverySummary, NpaiEntry, NpaiList, Webhook, normalize_number

@@ -7,7 +7,7 @@ cannot fix an unknown webhook, a rejected token or bad input: those fail at once
 error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
 ``timeout`` still bounds the wait.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms._argument_checks` and the
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
 exceptions; the hook, the models and the triggers are imported when a task runs.
 """
 
@@ -28,7 +28,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._argument_checks import check_final_share, check_min_entries, check_webhook_id
+from airflow_provider_sms._task_arguments import check_final_share, check_min_entries, check_webhook_id
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,

@@ -17,7 +17,7 @@ import pytest
 ALLOWED = {
     "airflow_provider_sms",
     "airflow_provider_sms.exceptions",
-    "airflow_provider_sms._argument_checks",
+    "airflow_provider_sms._task_arguments",
     # Literal messages and delays are checked at parse time: the marker rule (a few lines, no
     # dependency) and the delay's form (pendulum, which Airflow has already loaded).
     "airflow_provider_sms.sms_parts",

@@ -1,10 +1,12 @@
-"""The task arguments checked when a DAG file is parsed, and their defaults. Not public API.
+"""The task arguments' types, defaults and checks. Not public API.
 
-DAG files import the operators, sensors and notifier; those modules import this one and nothing else
+Used when a DAG file is parsed (the operators, sensors and notifier check their literal arguments in
+``__init__``) and when a task runs (the rendered templates; the send window checks its mode, the
+transport a webhook id). DAG files import the task classes, which import this module and nothing else
 of the provider but the exceptions, so that parsing a DAG file does not load the models, the codec or
-the HTTP client (they are imported when a task runs). Keep it that way: at module level, no import of
-the provider's other modules here; the checks of literal messages and delays import the two light
-ones they need (``sms_parts``, ``delay``) when a DAG file gives such a literal.
+the HTTP client. Keep it that way: at module level, no import of the provider's other modules here;
+the checks of literal messages and delays import the two light ones they need (``sms_parts``,
+``delay``) when a DAG file gives such a literal.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from airflow_provider_sms.exceptions import SmsValidationError
 
 SendWindowMode = Literal["postpone", "fail", "ignore"]
 SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
-OnGateRefused = Literal["fail", "skip"]
+OnCostExceeded = Literal["fail", "skip"]
 InvalidNumbers = Literal["fail", "skip"]
 OnDuplicate = Literal["fail", "skip", "send"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
@@ -65,18 +67,18 @@ def check_literal_message(message: object, delay: object) -> None:
             parse_instant(value, field=field)
 
 
-def check_mode(value: object) -> SendWindowMode:
+def check_send_window(value: object) -> SendWindowMode:
     """``value`` as a send-window mode, or SmsValidationError naming ``send_window``."""
     if value not in SEND_WINDOW_MODES:
         raise SmsValidationError.for_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
     return cast(SendWindowMode, value)
 
 
-def check_on_refused(value: object) -> OnGateRefused:
-    """``value`` as what a refusing gate does, or SmsValidationError naming ``on_cost_exceeded``."""
+def check_on_cost_exceeded(value: object) -> OnCostExceeded:
+    """``value`` as what a send does when a gate refuses it, or SmsValidationError (``on_cost_exceeded``)."""
     if value not in ("fail", "skip"):
         raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail' or 'skip'")
-    return value  # narrowed to OnGateRefused by the test above
+    return value  # narrowed to OnCostExceeded by the test above
 
 
 def check_on_duplicate(value: object) -> OnDuplicate:
