@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from xml.etree.ElementTree import Element, ParseError, fromstring
 from xml.parsers.expat import ExpatError, ParserCreate
 from xml.sax.saxutils import escape, quoteattr
@@ -20,20 +20,22 @@ from xml.sax.saxutils import escape, quoteattr
 from defusedxml import DefusedXmlException, DTDForbidden
 from pydantic import BaseModel, ValidationError
 
+from airflow_provider_sms._validation import format_errors, join_errors
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError, SmsValidationError
 from airflow_provider_sms.models import (
     ApiEnvelope,
     CampaignResult,
     DeliveryReport,
-    DeliverySummary,
     ListRef,
     Message,
     NpaiList,
     Recipient,
     Webhook,
     WebhookResponse,
-    format_errors,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 
 WireFormat = Literal["json", "xml"]
 FORMATS: tuple[str, ...] = ("json", "xml")
@@ -44,7 +46,7 @@ _REPEATED = frozenset({"list", "links", "gsm", "lists"})
 # Order of the message's elements in XML, as in the interface's examples.
 _MESSAGE_FIELDS = ("text", "pushtype", "sender", "delay", "links")
 # How much of an unreadable body an error quotes.
-_QUOTE = 200
+_QUOTED_BODY_BYTES = 200
 _CR_ENTITY = {"\r": "&#13;"}
 
 M = TypeVar("M", bound=BaseModel)
@@ -98,7 +100,7 @@ def encode_send(message: Message, recipients: Sequence[str | Recipient], fmt: Wi
     """Body of POST /send and /send/simulate.
 
     :param recipients: normalized numbers (digit strings) or :class:`Recipient` for those with a
-        ``gsmsmsid``, as returned by :func:`airflow_provider_sms.models.parse_recipients`.
+        ``gsmsmsid``, as returned by :func:`airflow_provider_sms.recipients.parse_recipients`.
     """
     if fmt == "json":
         head = json.dumps({"message": _message_json(message)}, ensure_ascii=False, separators=(",", ":"))
@@ -274,7 +276,7 @@ def decode_delivery_report(body: bytes) -> DeliveryReport:
         return DeliveryReport.model_validate_json(body)
     except ValidationError as exc:
         errors = format_errors(exc, "report")
-        raise SmsValidationError("; ".join(f"{name}: {text}" for name, text in errors), errors) from None
+        raise SmsValidationError(join_errors(errors), errors) from None
 
 
 def encode_delivery_summary(summary: DeliverySummary) -> bytes:
@@ -284,13 +286,15 @@ def encode_delivery_summary(summary: DeliverySummary) -> bytes:
 
 def decode_delivery_summary(body: bytes) -> DeliverySummary:
     """Read a campaign summary from the receiver; an unreadable one raises SmsApiError with its start."""
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
+
     try:
         return DeliverySummary.model_validate_json(body)
     except ValidationError as exc:
         raise SmsApiError(
             None,
             f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
-            body=body[:_QUOTE],
+            body=_quote(body),
         ) from None
 
 
@@ -325,7 +329,7 @@ def _decode(body: bytes, fmt: WireFormat, model: type[M], endpoint: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{name}: {text}" for name, text in format_errors(exc)[:5])
+        problems = join_errors(format_errors(exc)[:5])
         raise SmsApiError(
             1,
             f"the answer does not have the documented shape ({problems})",
@@ -366,7 +370,7 @@ def _malformed_status(fmt: WireFormat) -> int:
 
 
 def _quote(body: bytes) -> bytes:
-    return body[:_QUOTE]
+    return body[:_QUOTED_BODY_BYTES]
 
 
 def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str = "") -> Any:

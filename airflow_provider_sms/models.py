@@ -2,15 +2,20 @@
 
 Request models (:class:`Message`, :class:`Recipient`, :class:`ListRef`) validate what a DAG author
 gives, with errors that name the field and the rule. Response models (:class:`CampaignResult`,
-:class:`Webhook`, :class:`NpaiList`) are what the hook returns. The sandbox uses the same models.
+:class:`Webhook`, :class:`NpaiList`) are what the hook returns; :class:`DeliveryReport` is what the
+service posts to a DLR webhook. The sandbox uses the same models.
+
+The service's resources only: checking many recipients at once is
+:mod:`airflow_provider_sms.recipients`, the number rule :mod:`airflow_provider_sms.phone_numbers`,
+the provider's own summary of delivery reports
+:mod:`airflow_provider_sms.delivery_reports.summary`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import pendulum
 from pydantic import (
@@ -19,34 +24,25 @@ from pydantic import (
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
+from airflow_provider_sms._validation import quoted
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.phone_numbers import normalize_number
 from airflow_provider_sms.sms_parts import marker_mismatch
 
 PushType = Literal["alert", "marketing"]
 PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
 
-# International format without sign: country code first (never 0), 8 to 15 digits (E.164).
-_VALID_NUMBER = re.compile(r"[1-9][0-9]{7,14}")
-# Separators people type inside numbers; stripped before checking.
-_SEPARATORS = re.compile(r"[\s.\-()/]")
 # Characters XML 1.0 cannot carry: such text could never reach the service in XML format.
 _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 # Characters no link may hold: whitespace, C0/C1 controls and the XML non-characters.
 _URL_FORBIDDEN = re.compile("[\\s\x00-\x1f\x7f-\x9f\ufffe\uffff]")
 _SENDER = re.compile(r"[A-Za-z0-9 ]{1,11}|[0-9]{1,15}")
-# How many bad numbers an error message quotes before summarising the rest.
-_EXAMPLES = 5
-# Longest quote of a bad value in an error (a hostile megabyte "number" must not make a megabyte error).
-_QUOTE = 60
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class SmsModel(BaseModel):
@@ -55,12 +51,6 @@ class SmsModel(BaseModel):
     # defer_build: the validators are built on first use, not at import (DAG files import these models
     # through the operators; building them all at import adds about 4 ms to every parse).
     model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
-
-
-def _shown(value: object) -> str:
-    """``repr(value)``, cut to ``_QUOTE`` characters for error messages."""
-    text = repr(value)
-    return text if len(text) <= _QUOTE else f"{text[:_QUOTE]}... ({len(text)} characters)"
 
 
 def _check_xml_safe(value: str, field: str) -> str:
@@ -121,13 +111,13 @@ class Message(SmsModel):
     def _links_are_urls(cls, value: list[str]) -> list[str]:
         for index, link in enumerate(value):
             if not link.startswith(("http://", "https://")) or len(link) < 11 or " " in link:
-                raise ValueError(f"links[{index}]={_shown(link)} is not an absolute http(s) URL")
+                raise ValueError(f"links[{index}]={quoted(link)} is not an absolute http(s) URL")
             # Whitespace and control characters are not URL characters (percent-encode them), and
             # XML could not carry most of them: refused before any request.
             found = _URL_FORBIDDEN.search(link)
             if found:
                 raise ValueError(
-                    f"links[{index}]={_shown(link)} contains {found.group()!r} at position {found.start()}; "
+                    f"links[{index}]={quoted(link)} contains {found.group()!r} at position {found.start()}; "
                     "percent-encode whitespace and control characters in URLs"
                 )
         return value
@@ -185,13 +175,13 @@ class ListRef(SmsModel):
     def _integer_id(cls, value: object) -> int:
         # Templated fields render to strings, so "12" is accepted; "abc", 1.5 and True are not.
         if isinstance(value, bool):
-            raise ValueError(f"list id must be an integer, got {_shown(value)}")
+            raise ValueError(f"list id must be an integer, got {quoted(value)}")
         # Negative ids are refused like "-1" is: the two forms must agree (XML carries ids as text).
         if isinstance(value, int) and value >= 0:
             return value
         if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             return int(value.strip())
-        raise ValueError(f"list id must be an integer (0 or more), got {_shown(value)}")
+        raise ValueError(f"list id must be an integer (0 or more), got {quoted(value)}")
 
 
 class CampaignResult(SmsModel):
@@ -382,6 +372,8 @@ DELIVERY_STATUSES: dict[int, str] = {
 }
 # "sent" means handed to the carrier, its fate still unknown; every other status is the last word.
 PENDING_DELIVERY_STATUSES = frozenset({1})
+# The statuses that count as delivered; every other final status is a failure.
+DELIVERED_STATUSES = frozenset({3})
 
 
 class DeliveryReport(SmsModel):
@@ -430,36 +422,6 @@ class DeliveryReport(SmsModel):
         return self.status not in PENDING_DELIVERY_STATUSES
 
 
-# The statuses that count as delivered; every other final status is a failure.
-DELIVERED_STATUSES = frozenset({3})
-
-
-class DeliverySummary(SmsModel):
-    """Where a campaign's messages stand, from the delivery reports received so far.
-
-    Each message (a destination of the campaign) counts once, at its latest status: a final status
-    wins over ``sent``, then the latest date.
-
-    :param campaign_ids: the campaigns (tickets) summed up; a batched send has one per batch.
-    :param reported: messages with at least one report.
-    :param by_status: messages by status name, e.g. ``{"delivered": 950, "sent": 30, "expired": 20}``.
-    :param final: messages whose status is final (anything but ``sent``).
-    :param failed_count: messages whose final status is not ``delivered``.
-    :param failed: those messages' numbers, when asked for (else None).
-    """
-
-    campaign_ids: list[int]
-    reported: int
-    by_status: dict[str, int]
-    final: int
-    failed_count: int
-    failed: list[str] | None = None
-
-    def final_share(self, expected: int) -> float:
-        """The share of ``expected`` messages that have a final status (1.0 when none are expected)."""
-        return 1.0 if expected <= 0 else min(1.0, self.final / expected)
-
-
 class ApiEnvelope(SmsModel):
     """What every answer of the service has in common; used to read error bodies."""
 
@@ -467,205 +429,3 @@ class ApiEnvelope(SmsModel):
     message: str | None = None
     details: Any = None
     error: Any = None
-
-
-def format_errors(exc: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
-    """Turn a pydantic error into ``(field, message)`` pairs that name the field, value and rule."""
-    errors = []
-    for error in exc.errors(include_url=False):
-        field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
-        text = error["msg"].removeprefix("Value error, ")
-        if error["type"] != "value_error" and "input" in error:
-            text = f"{text} (got {_shown(error['input'])})"
-        errors.append((field or "message", text))
-    return errors
-
-
-def build(model: type[M], data: object, field: str) -> M:
-    """Validate ``data`` as ``model``, raising :class:`SmsValidationError` that names ``field``."""
-    if isinstance(data, model):
-        return data
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = format_errors(exc, field)
-        raise SmsValidationError(_join(errors), errors) from None
-
-
-def _join(errors: list[tuple[str, str]]) -> str:
-    return "; ".join(f"{field}: {text}" for field, text in errors)
-
-
-class NumberRuleError(ValueError):
-    """A recipient refused by one rule; ``rule`` names it, so that many bad ones are counted by rule."""
-
-    def __init__(self, message: str, rule: str) -> None:
-        super().__init__(message)
-        self.rule = rule
-
-
-def normalize_number(value: object) -> str:
-    """Return ``value`` as digits in international format, or raise ``ValueError`` saying why."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise NumberRuleError(
-            f"a telephone number must be a string of digits, got {_shown(value)}", "not text"
-        )
-    text = str(value)
-    if _VALID_NUMBER.fullmatch(text):
-        return text
-    digits = _SEPARATORS.sub("", text)
-    if digits.startswith("+"):
-        digits = digits[1:]
-    elif digits.startswith("00"):
-        digits = digits[2:]
-    elif digits.startswith("0"):
-        raise NumberRuleError(
-            f"{_shown(text)} is a national number; give it in international format with its country code, "
-            "e.g. 33612345678 for 06 12 34 56 78 in France",
-            "national number",
-        )
-    if not _VALID_NUMBER.fullmatch(digits):
-        raise NumberRuleError(
-            f"{_shown(text)} is not an international telephone number "
-            "(8 to 15 digits, country code first, no letters)",
-            "not an international number",
-        )
-    return digits
-
-
-def _rule_of(exc: ValueError) -> str:
-    """The rule a bad recipient broke, for counting (a pydantic error: its first field and kind)."""
-    if isinstance(exc, ValidationError):
-        error = exc.errors(include_url=False)[0]
-        cause = (error.get("ctx") or {}).get("error")
-        if isinstance(cause, NumberRuleError):
-            return cause.rule
-        where = ".".join(str(part) for part in error["loc"]) or "recipient"
-        kind = "invalid" if error["type"] == "value_error" else error["type"]
-        return f"{where} {kind}"
-    return getattr(exc, "rule", "invalid")
-
-
-RecipientInput = str | int | Mapping[str, Any] | Recipient
-
-
-class RejectedRecipients:
-    """Recipients refused by local validation, counted by rule with the first few quoted.
-
-    One message however many are bad: a campaign of 200,000 numbers with 10,000 bad ones is
-    reported in one line, not 10,000.
-
-    :param field: the parameter's name, for the messages.
-    """
-
-    def __init__(self, field: str = "recipients") -> None:
-        self.field = field
-        self.count = 0
-        self.by_rule: dict[str, int] = {}
-        self.examples: list[str] = []
-
-    def add(self, position: int, exc: ValueError) -> None:
-        """Count the recipient at ``position`` (in the whole input), refused with ``exc``."""
-        self.count += 1
-        rule = _rule_of(exc)
-        first_of_rule = rule not in self.by_rule
-        self.by_rule[rule] = self.by_rule.get(rule, 0) + 1
-        # The first few, and the first of every other rule broken (up to twice as many).
-        if len(self.examples) < _EXAMPLES or (first_of_rule and len(self.examples) < 2 * _EXAMPLES):
-            reason = _join(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
-            self.examples.append(f"{self.field}[{position}]: {reason}")
-
-    def describe(self, total: int) -> str:
-        """``N of total recipients are not valid (by rule: ...); examples``."""
-        more = f" (and {self.count - len(self.examples)} more)" if self.count > len(self.examples) else ""
-        rules = ", ".join(
-            f"{count} {rule}" for rule, count in sorted(self.by_rule.items(), key=lambda kv: -kv[1])
-        )
-        return (
-            f"{self.count} of {total} recipients are not valid (by rule: {rules}); "
-            + "; ".join(self.examples)
-            + more
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """What the operators return in XCom as ``rejected_locally``."""
-        return {"count": self.count, "by_rule": dict(self.by_rule), "examples": list(self.examples)}
-
-
-def parse_recipients(
-    items: Iterable[RecipientInput],
-    *,
-    allow_gsmsmsid: bool = True,
-    field: str = "recipients",
-    offset: int = 0,
-    rejected: RejectedRecipients | None = None,
-) -> list[str | Recipient]:
-    """Validate and normalize recipients in one pass, reporting every bad one in a single error.
-
-    Plain numbers stay plain strings (cheap for campaigns of millions); a recipient with a
-    ``gsmsmsid`` becomes a :class:`Recipient`.
-
-    :param allow_gsmsmsid: False for list campaigns and simulations, where ``gsmsmsid`` is not valid.
-    :param offset: position of the first item in the whole input, so that errors about one batch
-        of a large campaign quote positions in the whole input.
-    :param rejected: where to count the bad recipients instead of raising (they are left out); by
-        default any bad recipient raises one :class:`SmsValidationError` naming them all.
-    """
-    if isinstance(items, (str, bytes, Mapping, Recipient)):
-        items = [items]  # type: ignore[list-item]
-    prepared: list[str | Recipient] = []
-    bad = rejected if rejected is not None else RejectedRecipients(field)
-    bad_before = bad.count
-    for index, item in enumerate(items):
-        try:
-            if isinstance(item, str) and _VALID_NUMBER.fullmatch(item):
-                prepared.append(item)
-                continue
-            if isinstance(item, Recipient):
-                recipient = item
-            elif isinstance(item, Mapping):
-                recipient = Recipient.model_validate(item)
-            else:
-                prepared.append(normalize_number(item))
-                continue
-            if recipient.gsmsmsid is not None and not allow_gsmsmsid:
-                raise NumberRuleError(
-                    "gsmsmsid is only valid on /send (numbers), not on lists or simulations",
-                    "gsmsmsid not allowed",
-                )
-            prepared.append(recipient if recipient.gsmsmsid is not None else recipient.value)
-        except ValueError as exc:  # pydantic's ValidationError included
-            bad.add(offset + index, exc)
-    if rejected is not None:
-        return prepared
-    if bad.count:
-        message = f"{field}: " + bad.describe(len(prepared) + bad.count - bad_before)
-        raise SmsValidationError.for_field(field, message)
-    if not prepared:
-        message = f"{field}: no recipients given; give at least one telephone number"
-        raise SmsValidationError.for_field(field, message)
-    return prepared
-
-
-def parse_lists(items: object, field: str = "lists") -> list[ListRef]:
-    """Validate list ids (ints, digit strings or ``{"value": id}``; one or several) into :class:`ListRef`."""
-    if isinstance(items, (int, str, Mapping, ListRef)):
-        items = [items]
-    if not isinstance(items, Iterable):
-        raise SmsValidationError.for_value(field, items, "expected a list id or a list of list ids (ints)")
-    refs: list[ListRef] = []
-    for index, item in enumerate(items):
-        if isinstance(item, Mapping) and "gsmsmsid" in item:
-            message = f"{field}[{index}]: gsmsmsid is only valid on /send, not on list campaigns"
-            raise SmsValidationError.for_field(f"{field}[{index}]", message)
-        refs.append(
-            build(
-                ListRef,
-                item if isinstance(item, (Mapping, ListRef)) else {"value": item},
-                f"{field}[{index}]",
-            )
-        )
-    if not refs:
-        message = f"{field}: no list ids given; give at least one list id"
-        raise SmsValidationError.for_field(field, message)
-    return refs

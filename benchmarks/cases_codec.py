@@ -14,7 +14,8 @@ from typing import Any
 import defusedxml.ElementTree as SafeET
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.models import Message, parse_recipients
+from airflow_provider_sms.models import Message
+from airflow_provider_sms.recipients import parse_recipients
 from benchmarks.harness import REPORT, Record, Target, best_of, record, traced_peak
 
 MESSAGE = Message(
@@ -101,7 +102,7 @@ def encode_cases(size: int, reps: int) -> list[Record]:
             whole,
             baseline,
             REPORT,
-            note="the hook's whole path: models.parse_recipients (checks every number) then "
+            note="the hook's whole path: recipients.parse_recipients (checks every number) then "
             "codec.encode_send, vs the same json.dumps (which checks nothing)",
         )
     )

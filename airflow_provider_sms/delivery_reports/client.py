@@ -18,7 +18,7 @@ from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsT
 from airflow_provider_sms.hooks._transport import MAX_RESPONSE_BYTES, BoundedBody
 
 if TYPE_CHECKING:
-    from airflow_provider_sms.models import DeliverySummary
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 
 SUMMARY_TIMEOUT = 30.0
 

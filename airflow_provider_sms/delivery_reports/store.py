@@ -28,12 +28,12 @@ from sqlalchemy import (
 )
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 from airflow_provider_sms.models import (
     DELIVERED_STATUSES,
     DELIVERY_STATUSES,
     PENDING_DELIVERY_STATUSES,
     DeliveryReport,
-    DeliverySummary,
 )
 
 if TYPE_CHECKING:

@@ -15,13 +15,14 @@ from contextlib import nullcontext, suppress
 from functools import cached_property
 from importlib import import_module
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
 from airflow_provider_sms._off_loop import off_loop
+from airflow_provider_sms._validation import build
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -55,18 +56,8 @@ from airflow_provider_sms.hooks._transport import (
     response_limit,
     webhook_path,
 )
-from airflow_provider_sms.models import (
-    CampaignResult,
-    ListRef,
-    Message,
-    NpaiList,
-    Recipient,
-    RecipientInput,
-    Webhook,
-    build,
-    parse_lists,
-    parse_recipients,
-)
+from airflow_provider_sms.models import CampaignResult, ListRef, Message, NpaiList, Recipient, Webhook
+from airflow_provider_sms.recipients import RecipientInput, parse_lists, parse_recipients
 
 if TYPE_CHECKING:
     import httpx
@@ -98,11 +89,6 @@ class SmsHook(BaseHook):
     default_conn_name = DEFAULT_CONN_ID
     conn_type = "sms"
     hook_name = "SMS campaign service"
-
-    SEND_PATH: ClassVar[str] = SEND_PATH
-    SEND_LISTS_PATH: ClassVar[str] = SEND_LISTS_PATH
-    SIMULATE_PATH: ClassVar[str] = SIMULATE_PATH
-    SIMULATE_LISTS_PATH: ClassVar[str] = SIMULATE_LISTS_PATH
 
     def __init__(
         self,
@@ -238,7 +224,7 @@ class SmsHook(BaseHook):
             item.value if isinstance(item, Recipient) else item for item in parse_recipients(recipients)
         ]
         body = codec.encode_send(prepared, numbers, self.format)
-        return self._campaign(self.SIMULATE_PATH, body, sends=False, count=len(numbers))
+        return self._campaign(SIMULATE_PATH, body, sends=False, count=len(numbers))
 
     def send(
         self, message: Message | Mapping[str, Any], recipients: Iterable[RecipientInput]
@@ -248,14 +234,14 @@ class SmsHook(BaseHook):
         prepared.check_sendable()
         numbers = parse_recipients(recipients)
         body = codec.encode_send(prepared, numbers, self.format)
-        return self._campaign(self.SEND_PATH, body, sends=True, count=len(numbers))
+        return self._campaign(SEND_PATH, body, sends=True, count=len(numbers))
 
     def simulate_lists(self, message: Message | Mapping[str, Any], lists: Iterable[object]) -> CampaignResult:
         """Simulate a campaign to stored lists (POST /send/lists/simulate)."""
         prepared = self.prepare_message(message)
         refs = self._lists(lists)
         body = codec.encode_lists(prepared, refs, self.format)
-        return self._campaign(self.SIMULATE_LISTS_PATH, body, sends=False, count=len(refs))
+        return self._campaign(SIMULATE_LISTS_PATH, body, sends=False, count=len(refs))
 
     def send_lists(self, message: Message | Mapping[str, Any], lists: Iterable[object]) -> CampaignResult:
         """Send a campaign to stored lists (POST /send/lists), exactly once."""
@@ -263,7 +249,7 @@ class SmsHook(BaseHook):
         prepared.check_sendable()
         refs = self._lists(lists)
         body = codec.encode_lists(prepared, refs, self.format)
-        return self._campaign(self.SEND_LISTS_PATH, body, sends=True, count=len(refs))
+        return self._campaign(SEND_LISTS_PATH, body, sends=True, count=len(refs))
 
     def get_webhook(self, webhook_id: str | int) -> Webhook:
         """Read one webhook record (GET /webhook/:id)."""

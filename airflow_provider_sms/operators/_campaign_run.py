@@ -33,10 +33,11 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient, parse_lists
+from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient
 from airflow_provider_sms.operators._campaign_register import CampaignRegister, content_digest
 from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
 from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
+from airflow_provider_sms.recipients import parse_lists
 from airflow_provider_sms.send_window import Logger, apply_marketing_rules, postponement
 from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
 

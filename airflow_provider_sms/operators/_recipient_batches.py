@@ -25,14 +25,9 @@ from typing import IO, Any, TypeGuard
 
 from airflow_provider_sms._task_arguments import InvalidNumbers
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.models import (
-    FILTER_FIELDS,
-    CampaignResult,
-    Recipient,
-    RejectedRecipients,
-    parse_recipients,
-)
+from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient
 from airflow_provider_sms.operators._seen_numbers import SeenNumbers
+from airflow_provider_sms.recipients import RejectedRecipients, parse_recipients
 
 # Bad batches quoted in a validation error (each quotes its first bad numbers).
 _QUOTED_BATCHES = 3

@@ -17,7 +17,7 @@ import threading
 import requests
 from pydantic import ValidationError
 
-from airflow_provider_sms.models import format_errors
+from airflow_provider_sms._validation import format_errors
 from airflow_provider_sms.sandbox.server import InspectionClient, SandboxServer
 from airflow_provider_sms.sandbox.state import (
     DEFAULT_ALLOWED_PREFIXES,

@@ -20,17 +20,11 @@ from typing import Any
 import pendulum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from airflow_provider_sms._validation import format_errors
 from airflow_provider_sms.codec import CampaignRequest
 from airflow_provider_sms.delay import API_FORMAT, PARIS
 from airflow_provider_sms.exceptions import SmsApiError
-from airflow_provider_sms.models import (
-    FILTER_FIELDS,
-    CampaignResult,
-    Message,
-    NpaiEntry,
-    Webhook,
-    format_errors,
-)
+from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Message, NpaiEntry, Webhook
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
 from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts, has_stop_mention
 

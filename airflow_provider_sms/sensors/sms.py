@@ -8,7 +8,9 @@ error (connection, 429, 5xx, after the hook's own retries) only means "not yet":
 ``timeout`` still bounds the wait.
 
 DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
-exceptions; the hook, the models and the triggers are imported when a task runs.
+exceptions; the hook, the models, the wait conditions and the triggers are imported when a task runs.
+Each sensor's ``execute_complete`` reads the event of its trigger, whose shapes are
+:mod:`airflow_provider_sms._trigger_events`.
 """
 
 from __future__ import annotations
@@ -40,9 +42,16 @@ from airflow_provider_sms.exceptions import (
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
+    from airflow_provider_sms._trigger_events import (
+        DeliveryReportsCounted,
+        NpaiFound,
+        NpaiMatches,
+        WaitFailed,
+        WebhookReady,
+    )
+    from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter
     from airflow_provider_sms.delivery_reports.client import SummaryRequest
     from airflow_provider_sms.hooks.sms import SmsHook
-    from airflow_provider_sms.sensors._wait_conditions import DeliveryWait, NpaiFilter
     from airflow_provider_sms.triggers.sms import (
         SmsDeliveryReportsTrigger,
         SmsNpaiTrigger,
@@ -128,20 +137,18 @@ class SmsBaseSensor(BaseSensorOperator):
             self.log.warning("could not read the service (%s); poking again later", exc)
             return PokeReturnValue(is_done=False)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        """Turn the trigger's event into the task's return value (XCom) or a clear failure."""
-        if event.get("status") == "success":
-            return self.result_of(event)
-        from airflow_provider_sms.sensors._wait_conditions import FATAL_ERRORS
+    @staticmethod
+    def wait_failure(event: WaitFailed) -> Exception:
+        """The error that ends the task for the trigger's error event: at once when waiting cannot cure it.
+
+        :param event: what the trigger yielded (an old trigger's event may lack some keys).
+        """
+        from airflow_provider_sms._trigger_events import FATAL_ERRORS
 
         message = event.get("message") or f"the trigger ended with {event!r}"
         if event.get("error") in FATAL_ERRORS:
-            raise AirflowFailException(message)
-        raise SmsError(message)
-
-    @abc.abstractmethod
-    def result_of(self, event: dict[str, Any]) -> Any:
-        """The XCom value carried by a success event."""
+            return AirflowFailException(message)
+        return SmsError(message)
 
 
 class SmsWebhookSensor(SmsBaseSensor):
@@ -185,7 +192,7 @@ class SmsWebhookSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the webhook and compare it with the expected state."""
-        from airflow_provider_sms.sensors._wait_conditions import webhook_ready
+        from airflow_provider_sms._wait_conditions import webhook_ready
 
         webhook = self.hook.get_webhook(self.webhook_id)
         done = webhook_ready(webhook, self.expected_status, self.require_healthy)
@@ -212,10 +219,11 @@ class SmsWebhookSensor(SmsBaseSensor):
             **self._polling_kwargs(),
         )
 
-    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The webhook record of the success event."""
-        webhook: dict[str, Any] = event["webhook"]
-        return webhook
+    def execute_complete(self, context: Context, event: WebhookReady | WaitFailed) -> dict[str, Any]:
+        """The webhook record of the trigger's success event (XCom), or the failure it reports."""
+        if event["status"] == "success":
+            return event["webhook"]
+        raise self.wait_failure(event)
 
 
 class SmsNpaiSensor(SmsBaseSensor):
@@ -261,7 +269,7 @@ class SmsNpaiSensor(SmsBaseSensor):
     @cached_property
     def npai_filter(self) -> NpaiFilter:
         """The checked filters (built from the rendered template fields)."""
-        from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
+        from airflow_provider_sms._wait_conditions import NpaiFilter
 
         return NpaiFilter.build(self.campaign_id, self.destinations, self.since, self.min_entries)
 
@@ -271,7 +279,7 @@ class SmsNpaiSensor(SmsBaseSensor):
 
     def check_once(self) -> PokeReturnValue:
         """Read the whole list and count the matching entries."""
-        from airflow_provider_sms.sensors._wait_conditions import npai_result
+        from airflow_provider_sms._wait_conditions import npai_result
 
         npai = self.hook.get_npai()
         matches = self.npai_filter.matching(npai)
@@ -287,10 +295,11 @@ class SmsNpaiSensor(SmsBaseSensor):
 
         return SmsNpaiTrigger(**self.npai_filter.to_kwargs(), **self._polling_kwargs())
 
-    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The matching entries of the success event."""
-        npai: dict[str, Any] = event["npai"]
-        return npai
+    def execute_complete(self, context: Context, event: NpaiFound | WaitFailed) -> NpaiMatches:
+        """The matching entries of the trigger's success event (XCom), or the failure it reports."""
+        if event["status"] == "success":
+            return event["npai"]
+        raise self.wait_failure(event)
 
 
 class SmsDeliveryReportsSensor(SmsBaseSensor):
@@ -346,7 +355,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     @cached_property
     def wait(self) -> DeliveryWait:
         """The checked arguments (built from the rendered template fields)."""
-        from airflow_provider_sms.sensors._wait_conditions import DeliveryWait
+        from airflow_provider_sms._wait_conditions import DeliveryWait
 
         return DeliveryWait.build(self.campaign, self.expected, self.min_final_share)
 
@@ -400,9 +409,16 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
             **self._polling_kwargs(),
         )
 
-    def result_of(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The counts, with the failed numbers read now (they are not carried by the trigger's event)."""
-        return self.finish(bool(event.get("complete")))
+    def execute_complete(
+        self, context: Context, event: DeliveryReportsCounted | WaitFailed
+    ) -> dict[str, Any]:
+        """The counts, with the failed numbers read now (the trigger's event does not carry them).
+
+        The failure the trigger's error event reports ends the task instead.
+        """
+        if event["status"] == "success":
+            return self.finish(bool(event.get("complete")))
+        raise self.wait_failure(event)
 
     def finish(self, complete: bool) -> dict[str, Any]:
         """The return value: the latest counts and the numbers that failed."""

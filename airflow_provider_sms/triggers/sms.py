@@ -7,7 +7,9 @@ Transient read errors (connection, 429, 5xx) are retried inside the poll loop; a
 rejected token or bad input end the wait with an error event.
 
 The conditions they wait for are those of the sensors' ``poke``
-(:mod:`airflow_provider_sms.sensors._wait_conditions`), so every mode decides the same way.
+(:mod:`airflow_provider_sms._wait_conditions`), so every mode decides the same way; the one event
+each trigger yields has a shape of :mod:`airflow_provider_sms._trigger_events`, which the sensors'
+``execute_complete`` read.
 """
 
 from __future__ import annotations
@@ -16,22 +18,25 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeAlias
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._off_loop import QUICK, off_loop
-from airflow_provider_sms.exceptions import SmsApiError, SmsError, SmsTransportError
-from airflow_provider_sms.hooks.sms import SmsAsyncHook
-from airflow_provider_sms.sensors._wait_conditions import (
-    DeliveryWait,
-    NpaiFilter,
-    error_kind,
-    npai_result,
-    webhook_ready,
+from airflow_provider_sms._trigger_events import (
+    DeliveryReportsCounted,
+    NpaiFound,
+    WebhookReady,
+    wait_failed,
 )
+from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter, npai_result, webhook_ready
+from airflow_provider_sms.exceptions import SmsError, SmsTransportError
+from airflow_provider_sms.hooks.sms import SmsAsyncHook
+
+# What a poll returns when the wait is over: the success event of one of the triggers below.
+SuccessEvent: TypeAlias = WebhookReady | NpaiFound | DeliveryReportsCounted
 
 
 class SmsPollingTrigger(BaseTrigger):
@@ -67,8 +72,8 @@ class SmsPollingTrigger(BaseTrigger):
         }
 
     @abc.abstractmethod
-    async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
-        """One look at the service: the success payload when the wait is over, else ``None``."""
+    async def poll(self, hook: SmsAsyncHook) -> SuccessEvent | None:
+        """One look at the service: the success event when the wait is over, else ``None``."""
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until success or a failure that waiting cannot cure; yield exactly one event."""
@@ -77,23 +82,23 @@ class SmsPollingTrigger(BaseTrigger):
                 await hook.get_settings()
             except (SmsError, AirflowNotFoundException) as exc:
                 self.log.error("%s", exc)
-                yield _error_event(exc)
+                yield TriggerEvent(wait_failed(exc))
                 return
             interval = self.poke_interval
             while True:
                 try:
-                    payload = await self.poll(hook)
+                    event = await self.poll(hook)
                 except SmsTransportError as exc:
                     # Connection errors, 429 and 5xx: the next poll retries; the sensor's timeout bounds it.
                     wait = max(interval, exc.retry_after or 0.0)
                     self.log.warning("%s; polling again in %.1fs", exc, wait)
                 except SmsError as exc:
                     self.log.error("%s", exc)
-                    yield _error_event(exc)
+                    yield TriggerEvent(wait_failed(exc))
                     return
                 else:
-                    if payload is not None:
-                        yield TriggerEvent({"status": "success", **payload})
+                    if event is not None:
+                        yield TriggerEvent(event)
                         return
                     wait = interval
                 await asyncio.sleep(wait)
@@ -134,7 +139,7 @@ class SmsWebhookTrigger(SmsPollingTrigger):
             },
         )
 
-    async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
+    async def poll(self, hook: SmsAsyncHook) -> WebhookReady | None:
         """Read the webhook; success when it is in the expected state."""
         webhook = await hook.get_webhook(self.webhook_id)
         if webhook_ready(webhook, self.expected_status, self.require_healthy):
@@ -144,7 +149,7 @@ class SmsWebhookTrigger(SmsPollingTrigger):
                 webhook.status,
                 webhook.last_http_code,
             )
-            return {"webhook": webhook.model_dump(mode="json")}
+            return {"status": "success", "webhook": webhook.model_dump(mode="json")}
         self.log.info(
             "webhook %s is %s (last HTTP code %s); waiting for %s%s",
             self.webhook_id,
@@ -184,7 +189,7 @@ class SmsNpaiTrigger(SmsPollingTrigger):
             {**self.npai_filter.to_kwargs(), **self._base_kwargs()},
         )
 
-    async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
+    async def poll(self, hook: SmsAsyncHook) -> NpaiFound | None:
         """Read every page of the list; success when enough entries match."""
         npai = await hook.get_npai()
         # Filtering a long list takes CPU time: off the triggerer's event loop, unless it is quick.
@@ -192,7 +197,7 @@ class SmsNpaiTrigger(SmsPollingTrigger):
         matches = await off_loop(self.npai_filter.matching, npai, inline=quick)
         if len(matches) >= self.npai_filter.min_entries:
             self.log.info("%s matching NPAI entries found", len(matches))
-            return {"npai": npai_result(matches)}
+            return {"status": "success", "npai": npai_result(matches)}
         self.log.info("%s of %s found; waiting", len(matches), self.npai_filter.describe())
         return None
 
@@ -237,7 +242,7 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
             },
         )
 
-    async def poll(self, hook: SmsAsyncHook) -> dict[str, Any] | None:
+    async def poll(self, hook: SmsAsyncHook) -> DeliveryReportsCounted | None:
         """Read the summary; success when the share is reached or the deadline has passed."""
         from airflow_provider_sms.delivery_reports.client import SummaryRequest, afetch_summary
         from airflow_provider_sms.delivery_reports.settings import read_key
@@ -247,13 +252,5 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
         if complete or datetime.now(timezone.utc) >= datetime.fromisoformat(self.deadline):
-            return {"summary": summary.model_dump(mode="json"), "complete": complete}
+            return {"status": "success", "summary": summary.model_dump(mode="json"), "complete": complete}
         return None
-
-
-def _error_event(exc: Exception) -> TriggerEvent:
-    """An error event: the kind (for the sensor to decide) and a message naming what to fix."""
-    status = exc.status if isinstance(exc, SmsApiError) else None
-    return TriggerEvent(
-        {"status": "error", "error": error_kind(exc), "api_status": status, "message": str(exc)}
-    )

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sms._wait_conditions import DeliveryWait
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
 from airflow_provider_sms.delivery_reports.client import judge_summary
 from airflow_provider_sms.delivery_reports.receiver import Connections, Refusal
@@ -16,6 +17,7 @@ from airflow_provider_sms.delivery_reports.settings import (
     receiver_settings,
     summary_url,
 )
+from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsAuthError,
@@ -23,8 +25,6 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.models import DeliverySummary
-from airflow_provider_sms.sensors._wait_conditions import DeliveryWait
 
 
 def test_a_connection_without_a_webhook_id_receives_nothing() -> None:

@@ -5,17 +5,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_sms import codec
+from airflow_provider_sms._validation import build
 from airflow_provider_sms.exceptions import SmsApiError, SmsValidationError
-from airflow_provider_sms.models import (
-    CampaignResult,
-    ListRef,
-    Message,
-    Recipient,
-    build,
-    normalize_number,
-    parse_lists,
-    parse_recipients,
-)
+from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient
+from airflow_provider_sms.phone_numbers import normalize_number
+from airflow_provider_sms.recipients import parse_lists, parse_recipients
 
 
 @pytest.mark.parametrize(

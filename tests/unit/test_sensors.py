@@ -16,9 +16,9 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import codec
+from airflow_provider_sms._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import NpaiEntry, NpaiList
-from airflow_provider_sms.sensors._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
 

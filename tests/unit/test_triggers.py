@@ -256,7 +256,7 @@ async def test_npai_trigger_reads_every_page_until_enough_entries_match(conn, mo
 
 
 async def test_npai_trigger_keeps_quick_work_in_the_loop_and_long_work_off_it(conn, monkeypatch, waits):
-    from airflow_provider_sms.sensors._wait_conditions import NpaiFilter
+    from airflow_provider_sms._wait_conditions import NpaiFilter
 
     threads: list[tuple[str, str]] = []
     decode, matching = codec.decode_npai, NpaiFilter.matching

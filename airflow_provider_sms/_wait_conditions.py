@@ -1,34 +1,34 @@
 """What the sensors wait for, decided the same way in every mode (poke, reschedule, deferrable).
 
-Not public API: the sensors and the triggers are.
-
-:func:`webhook_ready`, :class:`NpaiFilter` and :class:`DeliveryWait` are shared by the sensors'
-``poke`` and the async triggers; :func:`error_kind` and :data:`FATAL_ERRORS` name the failures that
-waiting cannot cure.
-The sensors import this module when a task runs, not when a DAG file is parsed.
+Not public API: the sensors and the triggers are. :func:`webhook_ready`, :class:`NpaiFilter` and
+:class:`DeliveryWait` are shared by the sensors' ``poke`` and the async triggers, so this module sits
+beside both packages rather than in either; what a trigger tells its sensor is
+:mod:`airflow_provider_sms._trigger_events`. The sensors import this module when a task runs, not
+when a DAG file is parsed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
-from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
 from airflow_provider_sms._task_arguments import check_final_share, check_min_entries
 from airflow_provider_sms.delay import parse_instant
-from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsValidationError
-from airflow_provider_sms.models import DeliverySummary, NpaiEntry, NpaiList, Webhook, normalize_number
+from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook
+from airflow_provider_sms.phone_numbers import normalize_number
+
+if TYPE_CHECKING:
+    from airflow_provider_sms._trigger_events import NpaiMatches
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 
 # Rough cost of looking at one entry (measured on 5,000- to 40,000-entry lists, rounded up): grouping
 # it and the plain checks, and the read of its date (pendulum's parse) for a ``since`` filter.
 ENTRY_CHECK_SECONDS = 0.1e-6
 DATE_READ_SECONDS = 25e-6
-
-# Kinds of error event that waiting cannot cure: the sensor fails at once, without retries.
-FATAL_ERRORS: frozenset[str] = frozenset({"not_found", "auth", "validation", "connection"})
 
 
 def webhook_ready(webhook: Webhook, expected_status: str, require_healthy: bool) -> bool:
@@ -131,7 +131,7 @@ class NpaiFilter:
         }
 
 
-def npai_result(entries: list[NpaiEntry]) -> dict[str, Any]:
+def npai_result(entries: list[NpaiEntry]) -> NpaiMatches:
     """What the NPAI sensor returns (XCom): the matching entries, their count and their numbers."""
     return {
         "count": len(entries),
@@ -180,19 +180,6 @@ def _destinations(value: object) -> frozenset[str] | None:
         message = "destinations: an empty list matches nothing; give numbers, or None for any number"
         raise SmsValidationError.for_field("destinations", message)
     return frozenset(numbers)
-
-
-def error_kind(exc: Exception) -> str:
-    """Name a failure for an error event: not_found, auth, validation, connection or api."""
-    if isinstance(exc, AirflowNotFoundException):
-        return "connection"
-    if isinstance(exc, SmsNotFoundError):
-        return "not_found"
-    if isinstance(exc, SmsAuthError):
-        return "auth"
-    if isinstance(exc, SmsValidationError):
-        return "validation"
-    return "api"
 
 
 @dataclass(frozen=True)
