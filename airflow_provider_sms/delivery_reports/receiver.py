@@ -1,13 +1,20 @@
 """The receiver of the service's delivery reports, served by the Airflow API server. Not public API.
 
-``POST /sms/delivery-reports/{conn_id}`` takes one report per call, as the service posts them. A
-call goes through, in order: the connection (an ``sms`` connection whose extra names the DLR webhook,
-else 404), the caller's address (403), the body's size (413) and type (415), the
-``X-SMSFactor-Signature`` header against the webhook's signature (401 when missing, 403 when wrong),
-the report itself (400 unreadable, 422 invalid). Only then is it stored, with its asset event, in one
-transaction; the 200 comes after the commit, so a report the service saw acknowledged is never lost,
-and a retried one is stored once (answered 200 ``duplicate``). A database that cannot store it is
-answered 503, which the service retries.
+``POST /sms/delivery-reports/{conn_id}`` takes one report per call, as the service posts them. Its
+handler, ``receive``, is these steps in this order; each of the first seven checks one thing and refuses the
+call, storing nothing, when it fails:
+
+1. ``check_connection``: an ``sms`` connection whose extra names the DLR webhook, else 404;
+2. ``check_caller``: the caller's address is allowed, else 403;
+3. ``read_body``: the body is at most ``dlr_max_body`` bytes, else 413;
+4. ``check_content_type``: it is declared ``application/json``, else 415;
+5. ``check_signature``: the ``X-SMSFactor-Signature`` header is the webhook's signature, else 401
+   when missing, 403 when wrong (503 when the signature cannot be read from the service);
+6. ``check_json``: the body is JSON, else 400;
+7. ``decode_report``: it is a valid report, else 422;
+8. ``store``: the report and its asset event in one transaction; the 200 comes after the commit, so
+   a report the service saw acknowledged is never lost, and a retried one is stored once (answered
+   200 ``duplicate``). A database that cannot store it is answered 503, which the service retries.
 
 ``GET /sms/delivery-reports/{conn_id}/summary`` tells where campaigns stand, for the delivery-reports
 sensor and trigger; it takes the key derived from the connection's token.
@@ -248,8 +255,70 @@ def read_summary(conn_id: str, campaign_ids: list[int], with_failed: bool) -> by
     return codec.encode_delivery_summary(summary)
 
 
+def require_settings(receiving: ReceivingConnection, conn_id: str) -> ReceiverSettings:
+    """The connection's receiver settings; raises :class:`Refusal` (404) when its extra names no webhook.
+
+    :param receiving: the connection as the receiver knows it.
+    :param conn_id: its id, for the refusal's text.
+    """
+    if receiving.settings is None:
+        raise Refusal(
+            404,
+            f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
+        )
+    return receiving.settings
+
+
+def signature_matches(connections: Connections, receiving: ReceivingConnection, given: str) -> bool:
+    """Whether ``given`` is the webhook's signature (compared in constant time); may read the service.
+
+    A mismatch reads the webhook again (the signature may have been renewed) before it is believed.
+
+    :param connections: where the signature is read and kept.
+    :param receiving: the connection the call names.
+    :param given: the signature the call carries.
+    """
+    if hmac.compare_digest(given.encode(), connections.signature(receiving).encode()):
+        return True
+    return hmac.compare_digest(given.encode(), connections.signature(receiving, recheck=True).encode())
+
+
+# The steps of ``receive``, in the order it takes them (the module's docstring lists them).
+
+
+async def check_connection(
+    connections: Connections, conn_id: str
+) -> tuple[ReceivingConnection, ReceiverSettings]:
+    """404 unless ``conn_id`` is an ``sms`` connection whose extra names the DLR webhook.
+
+    :param connections: where connections are read.
+    :param conn_id: the connection the call names.
+    """
+    # The connection is read once in a while: the common case needs no thread.
+    receiving = connections.fresh(conn_id)
+    if receiving is None:
+        receiving = await run_in_threadpool(connections.get, conn_id)
+    return receiving, require_settings(receiving, conn_id)
+
+
+def check_caller(request: Request, settings: ReceiverSettings, conn_id: str) -> None:
+    """403 unless the caller's address is allowed for the connection.
+
+    :param request: the call.
+    :param settings: the connection's receiver settings (the allowed callers).
+    :param conn_id: the connection's id, for the refusal's text.
+    """
+    caller = request.client.host if request.client else None
+    if not settings.allows(caller):
+        raise Refusal(403, f"calls from {caller} are not allowed for connection {conn_id!r}")
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (413) as soon as it is longer than ``limit`` bytes, whatever it declares."""
+    """The body; 413 as soon as it is longer than ``limit`` bytes, whatever it declares.
+
+    :param request: the call.
+    :param limit: the largest body taken, in bytes.
+    """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise Refusal(413, f"the body is larger than {limit} bytes")
@@ -261,14 +330,113 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def check_signature(connections: Connections, receiving: ReceivingConnection, given: str | None) -> None:
-    """Raise :class:`Refusal` unless ``given`` is the webhook's signature (compared in constant time)."""
+def check_content_type(request: Request) -> None:
+    """415 unless the body is declared ``application/json``.
+
+    :param request: the call.
+    """
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise Refusal(415, f"the body must be application/json, not {content_type or 'untyped'}")
+
+
+async def check_signature(connections: Connections, receiving: ReceivingConnection, request: Request) -> None:
+    """401 when the signature header is missing, 403 when it is not the webhook's signature.
+
+    A webhook whose signature cannot be read from the service is answered 503, which the service retries.
+
+    :param connections: where the signature is read and kept.
+    :param receiving: the connection the call names.
+    :param request: the call.
+    """
+    given = request.headers.get(SIGNATURE_HEADER)
     if not given:
         raise Refusal(401, f"the {SIGNATURE_HEADER} header is missing")
-    if hmac.compare_digest(given.encode(), connections.signature(receiving).encode()):
+    # The signature is read once in a while: the common case needs no thread.
+    known = connections.known_signature(receiving)
+    if known is not None and hmac.compare_digest(given.encode(), known.encode()):
         return
-    if not hmac.compare_digest(given.encode(), connections.signature(receiving, recheck=True).encode()):
+    try:
+        matches = await run_in_threadpool(signature_matches, connections, receiving, given)
+    except SmsError as exc:
+        log.error(
+            "Delivery reports for %s: the webhook's signature could not be read: %s",
+            receiving.hook.sms_conn_id,
+            exc,
+        )
+        raise Refusal(
+            503,
+            "the webhook's signature could not be read; try again later",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None
+    if not matches:
         raise Refusal(403, f"the {SIGNATURE_HEADER} header does not match the webhook's signature")
+
+
+def check_json(body: bytes) -> None:
+    """400 unless the body is JSON.
+
+    :param body: the call's body.
+    """
+    try:
+        json.loads(body)
+    except ValueError:
+        raise Refusal(400, "the body is not JSON") from None
+
+
+def decode_report(body: bytes) -> DeliveryReport:
+    """The report the body holds; 422 when it is not a valid one (the text names the field).
+
+    :param body: the call's body, JSON.
+    """
+    try:
+        return codec.decode_delivery_report(body)
+    except SmsValidationError as exc:
+        raise Refusal(422, str(exc)) from None
+
+
+async def store(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) -> bool:
+    """:func:`store_report` off the event loop; 503 when the database cannot take the report.
+
+    :param conn_id: the connection the call names.
+    :param report: the report, checked.
+    :param assets: which assets DAGs declare.
+    """
+    try:
+        return await run_in_threadpool(store_report, conn_id, report, assets)
+    except Exception:
+        log.exception(
+            "Delivery reports for %s: report of campaign %s for %s not stored (is the table there? run "
+            "`airflow db migrate`; see the Delivery reports page)",
+            conn_id,
+            report.campaign_id,
+            report.destination,
+        )
+        raise Refusal(
+            503,
+            "the report could not be stored; try again later",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None
+
+
+def check_summary_key(request: Request, receiving: ReceivingConnection) -> None:
+    """401 unless the call carries the key derived from the connection's access token.
+
+    :param request: the call.
+    :param receiving: the connection the call names.
+    """
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    token = receiving.hook.settings.token
+    if not given or not hmac.compare_digest(given.encode(), read_key(token).encode()):
+        raise Refusal(401, "the summary needs the key derived from the connection's access token")
+
+
+async def refused(request: Request, exc: Refusal) -> Response:
+    """Answer a refusal ``{"detail": ...}`` with its status, and log it with the caller's address."""
+    conn_id = request.path_params.get("conn_id")
+    caller = request.client.host if request.client else None
+    log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.detail)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
 
 def build_app(connections: Connections | None = None) -> FastAPI:
@@ -278,14 +446,13 @@ def build_app(connections: Connections | None = None) -> FastAPI:
     """
     connections = connections or Connections()
     assets = DeclaredAssets()
-    app = FastAPI(title="SMS delivery reports", docs_url=None, redoc_url=None, openapi_url=None)
-
-    @app.exception_handler(Refusal)
-    async def refused(request: Request, exc: Refusal) -> Response:
-        conn_id = request.path_params.get("conn_id")
-        caller = request.client.host if request.client else None
-        log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.detail)
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+    app = FastAPI(
+        title="SMS delivery reports",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        exception_handlers={Refusal: refused},
+    )
 
     @app.get("/delivery-reports/_health")
     async def health() -> dict[str, str]:
@@ -294,57 +461,14 @@ def build_app(connections: Connections | None = None) -> FastAPI:
 
     @app.post("/delivery-reports/{conn_id}")
     async def receive(conn_id: str, request: Request) -> Response:
-        # The connection and the signature are read once in a while: the common case needs no thread.
-        receiving = connections.fresh(conn_id)
-        if receiving is None:
-            receiving = await run_in_threadpool(connections.get, conn_id)
-        settings = receiving.settings
-        if settings is None:
-            raise Refusal(
-                404,
-                f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
-            )
-        caller = request.client.host if request.client else None
-        if not settings.allows(caller):
-            raise Refusal(403, f"calls from {caller} are not allowed for connection {conn_id!r}")
+        receiving, settings = await check_connection(connections, conn_id)
+        check_caller(request, settings, conn_id)
         body = await read_body(request, settings.max_body)
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type != "application/json":
-            raise Refusal(415, f"the body must be application/json, not {content_type or 'untyped'}")
-        try:
-            await run_in_threadpool(
-                check_signature, connections, receiving, request.headers.get(SIGNATURE_HEADER)
-            )
-        except SmsError as exc:
-            log.error("Delivery reports for %s: the webhook's signature could not be read: %s", conn_id, exc)
-            raise Refusal(
-                503,
-                "the webhook's signature could not be read; try again later",
-                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-            ) from None
-        try:
-            json.loads(body)
-        except ValueError:
-            raise Refusal(400, "the body is not JSON") from None
-        try:
-            report = codec.decode_delivery_report(body)
-        except SmsValidationError as exc:
-            raise Refusal(422, str(exc)) from None
-        try:
-            stored = await run_in_threadpool(store_report, conn_id, report, assets)
-        except Exception:
-            log.exception(
-                "Delivery reports for %s: report of campaign %s for %s not stored (is the table there? run "
-                "`airflow db migrate`; see the Delivery reports page)",
-                conn_id,
-                report.campaign_id,
-                report.destination,
-            )
-            raise Refusal(
-                503,
-                "the report could not be stored; try again later",
-                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-            ) from None
+        check_content_type(request)
+        await check_signature(connections, receiving, request)
+        check_json(body)
+        report = decode_report(body)
+        stored = await store(conn_id, report, assets)
         return JSONResponse({"outcome": "recorded" if stored else "duplicate"})
 
     @app.get("/delivery-reports/{conn_id}/summary")
@@ -355,15 +479,8 @@ def build_app(connections: Connections | None = None) -> FastAPI:
         failed: bool = False,
     ) -> Response:
         receiving = await run_in_threadpool(connections.get, conn_id)
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        token = receiving.hook.settings.token
-        if not given or not hmac.compare_digest(given.encode(), read_key(token).encode()):
-            raise Refusal(401, "the summary needs the key derived from the connection's access token")
-        if receiving.settings is None:
-            raise Refusal(
-                404,
-                f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
-            )
+        check_summary_key(request, receiving)
+        require_settings(receiving, conn_id)
         body = await run_in_threadpool(read_summary, conn_id, campaign_id, failed)
         return Response(body, media_type="application/json")
 
