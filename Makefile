@@ -18,16 +18,23 @@ MIN_PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.10.*/bin/python3.1
 	$(shell command -v python3.10 >/dev/null 2>&1 && python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null) $(PYTHON))
 VENV_MIN ?= .venv-min
 BIN_MIN := $(VENV_MIN)/bin
+# The latest Airflow on the newest Python the machine has of those it supports (it declares up to 3.14):
+# pyenv's 3.14 or 3.13, else python3.14 or python3.13 on the PATH; none: test-newest says so and skips.
+NEW_PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.14.*/bin/python3.14 $(PYENV_ROOT)/versions/3.13.*/bin/python3.13) \
+	$(shell for p in python3.14 python3.13; do command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; print(sys.executable)' && break; done 2>/dev/null))
+VENV_NEW ?= .venv-newest
+BIN_NEW := $(VENV_NEW)/bin
 # The UI test drives Debian's chromium through Playwright (no browser download).
 CHROMIUM ?= /usr/bin/chromium
 STAMP := $(VENV)/.installed-$(AIRFLOW_VERSION)
 STAMP_MIN := $(VENV_MIN)/.installed-$(AIRFLOW_MIN_VERSION)
+STAMP_NEW := $(VENV_NEW)/.installed-$(AIRFLOW_VERSION)
 # Extra pytest arguments for both runs of the suite, e.g. PYTEST_ARGS="-x tests/unit".
 PYTEST_ARGS ?=
 # Extra pytest arguments for the deployment suite, e.g. DEPLOYMENT_ARGS="-k crash".
 DEPLOYMENT_ARGS ?=
 
-.PHONY: install install-min test test-latest test-deployment test-min lint typecheck docs docs-check browser demo bench clean
+.PHONY: install install-min install-newest test test-latest test-deployment test-min test-newest lint typecheck docs docs-check browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +57,16 @@ $(STAMP_MIN): $(STAMP) pyproject.toml Makefile
 
 install-min: $(STAMP_MIN)
 
+# Made afresh each time, like .venv-min; the same Airflow as .venv.
+$(STAMP_NEW): $(STAMP) pyproject.toml Makefile
+	rm -rf $(VENV_NEW)
+	$(NEW_PYTHON) -m venv --without-pip $(VENV_NEW)
+	$(BIN)/uv pip install --quiet --python $(BIN_NEW)/python -e ".[test]" "apache-airflow==$(AIRFLOW_VERSION)"
+	rm -f $(VENV_NEW)/.installed-*
+	touch $@
+
+install-newest: $(STAMP_NEW)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -70,7 +87,7 @@ docs-check: $(STAMP)
 
 # lint, mypy, the manual, the suite on the latest Airflow with coverage, the deployment suite, then the
 # suite on the lowest.
-test: lint typecheck docs-check test-latest test-deployment test-min
+test: lint typecheck docs-check test-latest test-deployment test-min test-newest
 
 # tests/deployment runs only in test-deployment: the other runs leave it out.
 NO_DEPLOYMENT := --ignore=tests/deployment
@@ -95,6 +112,16 @@ test-min: $(STAMP_MIN)
 	@$(BIN_MIN)/python -c 'import sys, airflow; print(f"lowest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
 	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NO_DEPLOYMENT) $(PYTEST_ARGS)
 
+# The suite (the UI and the deployment aside: the latest Python adds nothing there) on NEW_PYTHON.
+ifneq ($(strip $(NEW_PYTHON)),)
+test-newest: $(STAMP_NEW)
+	@$(BIN_NEW)/python -c 'import sys, airflow; print(f"newest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
+	$(BIN_NEW)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NO_DEPLOYMENT) $(PYTEST_ARGS)
+else
+test-newest:
+	@echo "test-newest: no Python 3.13 or 3.14 on this machine (pyenv's or on the PATH): skipped"
+endif
+
 demo: $(STAMP)
 	$(BIN)/python -m dags_examples.demo
 
@@ -102,4 +129,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_MIN) .pytest_cache .ruff_cache .mypy_cache .coverage site
+	rm -rf $(VENV) $(VENV_MIN) $(VENV_NEW) .pytest_cache .ruff_cache .mypy_cache .coverage site

@@ -74,13 +74,15 @@ class DagRunRecord:
     """What the metadata database holds about one DAG run.
 
     :param run_id: the run's id.
-    :param data_interval_end: the end of its data interval (UTC).
+    :param data_interval_end: the end of its data interval (UTC), None for a run with no logical date.
+    :param run_after: when the run was due (UTC); every run has one.
     :param states: task id -> final state, in the order the tasks started.
     :param values: task id -> return value (XCom), decoded from JSON.
     """
 
     run_id: str
     data_interval_end: pendulum.DateTime | None
+    run_after: pendulum.DateTime
     states: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -93,12 +95,13 @@ def read_run(home: Path, dag_id: str) -> DagRunRecord | None:
     """
     with sqlite3.connect(home / "airflow.db") as db:
         row = db.execute(
-            "SELECT run_id, data_interval_end FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
+            "SELECT run_id, data_interval_end, run_after FROM dag_run WHERE dag_id = ? "
+            "ORDER BY id DESC LIMIT 1",
             (dag_id,),
         ).fetchone()
         if row is None:
             return None
-        run_id, interval_end = row
+        run_id, interval_end, run_after = row
         states = db.execute(
             "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY start_date",
             (dag_id, run_id),
@@ -111,6 +114,7 @@ def read_run(home: Path, dag_id: str) -> DagRunRecord | None:
         run_id=run_id,
         # SQLite keeps naive UTC timestamps.
         data_interval_end=pendulum.parse(interval_end, tz="UTC") if interval_end else None,  # type: ignore[arg-type]
+        run_after=pendulum.parse(run_after, tz="UTC"),  # type: ignore[arg-type]
         states=dict(states),
         values={task_id: json.loads(value) if isinstance(value, str) else value for task_id, value in values},
     )

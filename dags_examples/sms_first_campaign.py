@@ -9,9 +9,9 @@ What it shows, in the order a new user meets it:
 - ``SmsSimulateOperator``: what the campaign would cost and how many numbers the service would filter,
   with nothing created;
 - ``SmsSendOperator`` with ``max_cost``: the exact campaign is simulated again and sent only when it
-  costs at most that many credits; ``delay`` is tomorrow 10:00 in Paris, computed from the run's data
-  interval (a marketing SMS on a Sunday or a French public holiday is moved to the next opening, and
-  the result says so under ``send_window``);
+  costs at most that many credits; ``delay`` is tomorrow 10:00 in Paris, counted from when the run was
+  due, which works for every kind of run (a marketing SMS on a Sunday or a French public holiday is
+  moved to the next opening, and the result says so under ``send_window``);
 - ``SmsNpaiSensor(campaign_id=send.output["ticket"])``: the ticket of the send, pulled from its own
   XCom key, feeds the sensor; deferrable, so the wait runs in the triggerer, not in a worker slot;
 - a last task logging the unreachable numbers, for a CRM clean-up.
@@ -41,6 +41,13 @@ MESSAGE = {
     "pushtype": "marketing",
     "links": ["https://shop.example.com/winter-sale"],
 }
+# Tomorrow 10:00 in Paris, counted from when the run was due. Every kind of run has a run_after: a
+# scheduled one, one triggered in the UI, one triggered through the REST API with no logical date
+# (which has no data_interval_end). A "Y-m-d H:i:s" delay is read as Paris time.
+TOMORROW_10_PARIS = (
+    "{{ (dag_run.run_after.astimezone(macros.dateutil.tz.gettz('Europe/Paris'))"
+    " + macros.timedelta(days=1)).strftime('%Y-%m-%d') }} 10:00:00"
+)
 
 
 @dag(
@@ -59,7 +66,7 @@ def sms_first_campaign() -> None:
         message=MESSAGE,
         recipients=RECIPIENTS,
         recipients_column="phone",
-        delay="{{ data_interval_end.in_tz('Europe/Paris').add(days=1).at(10) }}",
+        delay=TOMORROW_10_PARIS,
         max_cost=50,
     )
     unreachable = SmsNpaiSensor(

@@ -177,9 +177,8 @@ def test_first_campaign_chains_simulate_send_and_the_npai_sensor_through_the_tic
         {"value": "33610000003", "gsmsmsid": "c-1003"},
         {"value": "33700000007", "gsmsmsid": "c-1004"},
     ]
-    # Tomorrow 10:00 in Paris, from the data interval's end (moved to the next opening if closed then).
-    assert run.data_interval_end is not None
-    tomorrow_ten = run.data_interval_end.in_tz("Europe/Paris").add(days=1).at(10)
+    # Tomorrow 10:00 in Paris, from when the run was due (moved to the next opening if closed then).
+    tomorrow_ten = run.run_after.in_tz("Europe/Paris").add(days=1).at(10)
     assert campaign["delay"] == send["delay"] == format_delay(next_allowed(tomorrow_ten))
     assert ("send_window" in send) == (next_allowed(tomorrow_ten) != tomorrow_ten)
     # The ticket under its own XCom key fed the sensor: it found this campaign's unreachable number.
