@@ -545,6 +545,8 @@ class Deployment:
             *sorted(TEST_DAGS.glob("[!_]*.py")),
         ]:
             shutil.copy(source, self.dags_folder / source.name)
+        # The examples' sample files (sms_first_campaign's CSV export), where the examples look for them.
+        shutil.copytree(REPO / "dags_examples" / "data", self.dags_folder / "data")
 
     def _as_postgres(self, command: list[str]) -> list[str]:
         # initdb and postgres refuse to run as root; Debian's package creates the postgres user.
