@@ -118,6 +118,10 @@ class SmsNotFoundError(SmsApiError):
     """The service does not know the resource (status -5: unknown list or webhook)."""
 
 
+class ResponseTooLargeError(SmsApiError):
+    """An answer larger than the most its endpoint may send, refused without reading the rest."""
+
+
 # Meanings of the body's status, from the real service's documentation (docs/service-facts.md).
 STATUS_MEANINGS: dict[int, str] = {
     1: "OK",

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms import codec
+from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsTransportError
-from airflow_provider_sms.hooks._transport import MAX_RESPONSE_BYTES, BoundedBody
 
 if TYPE_CHECKING:
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary

@@ -3,8 +3,9 @@
 :class:`~airflow_provider_sms.hooks.sms.SmsHook` (requests) and
 :class:`~airflow_provider_sms.hooks.sms.SmsAsyncHook` (httpx) differ only in how bytes travel; what
 they send and how they read what comes back is decided here, once: the settings read from the Airflow
-connection, the headers, the paths, the size bound of each answer, the paging of GET /npai, and the
-verdict on an answer (retry, the service's error, "maybe sent", or the decoded result).
+connection, the headers, the paths, the size limit of each endpoint's answers (read within it by
+:mod:`airflow_provider_sms._bounded_body`), the paging of GET /npai, and the verdict on an answer
+(retry, the service's error, "maybe sent", or the decoded result).
 
 Not public API: import the hooks instead.
 """
@@ -12,16 +13,16 @@ Not public API: import the hooks instead.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from airflow_provider_sms import codec
+from airflow_provider_sms import _bounded_body, codec
 from airflow_provider_sms._compat import mask_secret
 from airflow_provider_sms._task_arguments import check_webhook_id
 from airflow_provider_sms.exceptions import (
+    ResponseTooLargeError,
     SmsApiError,
     SmsMaybeSentError,
     SmsTransportError,
@@ -34,12 +35,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 30.0
 # Page size for GET /npai: the service's other list endpoints accept at most 1000.
 NPAI_PAGE_SIZE = 1000
-# Largest answer read into memory; a bigger one is refused rather than exhausting the worker.
-# This one is for GET /npai, which may legitimately be long when the service ignores paging.
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-# Largest answer of every other endpoint (a campaign result, a webhook record or an error): they are
-# well under 1 KB, so reading megabytes of one is pointless; 1 MiB leaves room for a proxy's HTML page.
-MAX_SMALL_RESPONSE_BYTES = 1024 * 1024
 # Longest wait honoured from a Retry-After header.
 MAX_RETRY_AFTER = 60.0
 
@@ -127,7 +122,7 @@ def connection_settings(
 
 
 def request_headers(settings: SmsConnectionSettings) -> dict[str, str]:
-    """Headers of every request: bearer token, wire format, and the encodings :class:`BoundedBody` reads."""
+    """Headers of every request: bearer token, wire format, and the encodings that the size bound decodes."""
     return {
         "Authorization": f"Bearer {settings.token}",
         "Accept": codec.CONTENT_TYPES[settings.format],
@@ -198,10 +193,13 @@ class NpaiPages:
 def response_limit(path: str) -> int:
     """The most bytes read of an answer from ``path``.
 
-    GET /npai gets :data:`MAX_RESPONSE_BYTES`; every other endpoint :data:`MAX_SMALL_RESPONSE_BYTES`.
-    Read at call time, so that tests can lower them.
+    GET /npai gets :data:`~airflow_provider_sms._bounded_body.MAX_RESPONSE_BYTES`; every other
+    endpoint :data:`~airflow_provider_sms._bounded_body.MAX_SMALL_RESPONSE_BYTES`. Read at call time,
+    so that tests can lower them.
     """
-    return MAX_RESPONSE_BYTES if path == NPAI_PATH else MAX_SMALL_RESPONSE_BYTES
+    if path == NPAI_PATH:
+        return _bounded_body.MAX_RESPONSE_BYTES
+    return _bounded_body.MAX_SMALL_RESPONSE_BYTES
 
 
 def judged_by_status(http_status: int) -> bool:
@@ -210,107 +208,6 @@ def judged_by_status(http_status: int) -> bool:
     On a read they are retried; on a send, 429 is a refusal and the others leave it "maybe sent".
     """
     return http_status in (408, 429) or http_status >= 500
-
-
-class ResponseTooLargeError(SmsApiError):
-    """An answer longer than its endpoint's limit (:func:`response_limit`), refused unread."""
-
-
-def response_too_large(http_status: int, endpoint: str, limit: int) -> ResponseTooLargeError:
-    """The error for an answer larger than ``limit`` bytes (refused instead of exhausting memory)."""
-    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
-    return ResponseTooLargeError(
-        None,
-        f"the answer is too large: larger than {size}, the most an answer of this endpoint may be; "
-        "refused without reading the rest",
-        http_status=http_status,
-        endpoint=endpoint,
-    )
-
-
-class BoundedBody:
-    """An answer's bytes gathered as they arrive, refused once they exceed ``limit``: the one size bound.
-
-    Both hooks read every answer through this class. The sync hook feeds it bytes that urllib3 has
-    already decompressed (urllib3 bounds each decompression step itself), so it passes
-    ``decompress=False``; the async hook feeds it httpx's raw bytes, and the decompression is
-    bounded here, because httpx inflates a whole network chunk at once (a 50 KB gzip chunk becomes
-    50 MB in one piece). Either way a compression bomb costs at most ``limit`` bytes.
-
-    :param headers: the answer's headers (``Content-Encoding``, ``Content-Length``).
-    :param http_status: the answer's HTTP status, for the error.
-    :param endpoint: ``METHOD /path``, for the error.
-    :param limit: the most decoded bytes accepted (:func:`response_limit`).
-    :param decompress: decode ``Content-Encoding`` here (raw bytes) or take the bytes as they come.
-    """
-
-    def __init__(
-        self,
-        headers: Mapping[str, str],
-        http_status: int,
-        endpoint: str,
-        limit: int,
-        *,
-        decompress: bool = True,
-    ) -> None:
-        self.http_status = http_status
-        self.endpoint = endpoint
-        self.limit = limit
-        self.size = 0
-        self._chunks: list[bytes] = []
-        if _declared_too_large(headers, limit):
-            raise response_too_large(http_status, endpoint, limit)
-        encoding = (headers.get("Content-Encoding") or "identity").strip().lower() if decompress else ""
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            # 32 + MAX_WBITS: zlib or gzip header, detected; "deflate" is zlib-wrapped (RFC 9110).
-            self._decoder: zlib._Decompress | None = zlib.decompressobj(32 + zlib.MAX_WBITS)
-        elif encoding in ("identity", ""):
-            self._decoder = None
-        else:
-            raise SmsApiError(
-                None,
-                f"the answer uses Content-Encoding {encoding!r}, which was not asked for "
-                "(only gzip and deflate are accepted)",
-                http_status=http_status,
-                endpoint=endpoint,
-            )
-
-    def feed(self, data: bytes) -> None:
-        """Take the next bytes of the answer (compressed, when this object decompresses)."""
-        if self._decoder is None:
-            self._add(data)
-            return
-        try:
-            while data:
-                # Never more than one byte beyond the limit per call: the bomb is not expanded.
-                self._add(self._decoder.decompress(data, self.limit - self.size + 1))
-                data = self._decoder.unconsumed_tail
-        except zlib.error as exc:
-            raise SmsApiError(
-                None,
-                f"the compressed answer could not be decoded ({exc})",
-                http_status=self.http_status,
-                endpoint=self.endpoint,
-            ) from None
-
-    def result(self) -> bytes:
-        """The whole decoded answer."""
-        if self._decoder is not None:
-            self._add(self._decoder.flush())
-        return b"".join(self._chunks)
-
-    def _add(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.limit:
-            raise response_too_large(self.http_status, self.endpoint, self.limit)
-        self._chunks.append(data)
-
-
-def _declared_too_large(headers: Mapping[str, str], limit: int) -> bool:
-    try:
-        return int(headers.get("Content-Length") or 0) > limit
-    except ValueError:
-        return False  # a malformed length: the streamed count still bounds the read
 
 
 def parse_retry_after(value: str | None) -> float | None:

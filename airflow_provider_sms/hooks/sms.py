@@ -1,7 +1,8 @@
 """The hooks of the SMS campaign service: SmsHook (requests) and SmsAsyncHook (httpx, for the triggers).
 
 Both stand on :mod:`airflow_provider_sms.hooks._transport`, which owns the connection settings,
-the headers, the paths, the size bound of answers, the paging of GET /npai and the verdict on each
+the headers, the paths, the size limit of each endpoint's answers (read within it by
+:mod:`airflow_provider_sms._bounded_body`), the paging of GET /npai and the verdict on each
 answer; the hooks only move bytes, the sync one with a requests session, the async one with an
 httpx client.
 """
@@ -21,9 +22,11 @@ import tenacity
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
+from airflow_provider_sms._bounded_body import BoundedBody
 from airflow_provider_sms._off_loop import off_loop
 from airflow_provider_sms._validation import build
 from airflow_provider_sms.exceptions import (
+    ResponseTooLargeError,
     SmsAuthError,
     SmsError,
     SmsTransportError,
@@ -43,9 +46,7 @@ from airflow_provider_sms.hooks._transport import (
     SEND_PATH,
     SIMULATE_LISTS_PATH,
     SIMULATE_PATH,
-    BoundedBody,
     NpaiPages,
-    ResponseTooLargeError,
     SmsConnectionSettings,
     check_read_response,
     connection_settings,

@@ -34,7 +34,7 @@ import httpx
 import pytest
 import requests
 
-from airflow_provider_sms import codec
+from airflow_provider_sms import _bounded_body, codec
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsError,
@@ -42,7 +42,6 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.hooks import _transport as transport_module
 from airflow_provider_sms.hooks.sms import SmsConnectionSettings, SmsHook
 from airflow_provider_sms.models import Message, Recipient
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
@@ -467,7 +466,7 @@ def test_npai_answer_may_exceed_the_small_limit(monkeypatch, big_server):
 
 def test_npai_answer_beyond_its_limit_is_refused_with_bounded_memory(monkeypatch, big_server):
     """Proves: GET /npai has a limit too (64 MiB; lowered to 4 MiB here to keep the test light)."""
-    monkeypatch.setattr(transport_module, "MAX_RESPONSE_BYTES", 4 * MIB)
+    monkeypatch.setattr(_bounded_body, "MAX_RESPONSE_BYTES", 4 * MIB)
     big_server.routes["/npai"] = Route()
     hook = make_hook(monkeypatch, big_server.url)
 
@@ -494,7 +493,7 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
     bytes and inflate them with a bound (BoundedBody)."""
     if route.headers.get("Content-Encoding") == "gzip":
         route.body = gzip_bomb(HUGE)
-    monkeypatch.setattr(transport_module, "MAX_RESPONSE_BYTES", 4 * MIB)
+    monkeypatch.setattr(_bounded_body, "MAX_RESPONSE_BYTES", 4 * MIB)
     trigger: SmsPollingTrigger
     if kind == "webhook":
         trigger, path, limit = SmsWebhookTrigger(webhook_id="7"), "/webhook/7", "1 MiB"

@@ -336,7 +336,7 @@ def test_hostile_xml_is_refused_without_expansion(make_hook, requests_mock, body
 
 
 def test_oversized_answer_is_refused(make_hook, requests_mock, monkeypatch):
-    monkeypatch.setattr("airflow_provider_sms.hooks._transport.MAX_RESPONSE_BYTES", 1024)
+    monkeypatch.setattr("airflow_provider_sms._bounded_body.MAX_RESPONSE_BYTES", 1024)
     hook = make_hook()
     requests_mock.get(f"{BASE_URL}/npai", content=b"x" * 5000)
 
