@@ -154,7 +154,8 @@ def test_every_exception_is_listed() -> None:
         for name, cls in vars(module).items()
         if inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == module.__name__
     }
-    assert defined == listed_names()["airflow_provider_sms.exceptions"]
+    listed = listed_names()["airflow_provider_sms.exceptions"]
+    assert defined == listed, f"exceptions.py defines {sorted(defined)}; docs/index.md lists {sorted(listed)}"
 
 
 def test_the_connection_type_and_the_configuration_are_listed() -> None:
