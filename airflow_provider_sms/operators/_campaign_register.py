@@ -33,7 +33,6 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -42,6 +41,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 
 from airflow_provider_sms._task_arguments import OnDuplicate
 from airflow_provider_sms.models import Message
+from airflow_provider_sms.operators._variable_records import record_from
 from airflow_provider_sms.send_window import Logger
 
 PREFIX = "sms_campaign"
@@ -142,14 +142,7 @@ class RegisterEntry:
 
 
 def _entry(raw: object, where: str) -> RegisterEntry:
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} is not an object")
-    try:
-        entry = RegisterEntry(**raw)
-    except TypeError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    if entry.state not in ENTRY_STATES:
-        raise ValueError(f"{where}: state {entry.state!r} is not one of {', '.join(ENTRY_STATES)}")
+    entry = record_from(RegisterEntry, raw, where, ENTRY_STATES)
     if not isinstance(entry.map_index, int) or not isinstance(entry.tickets, list):
         raise ValueError(f"{where}: map_index must be an integer and tickets a list")
     entry.when()

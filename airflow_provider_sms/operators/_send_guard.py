@@ -31,6 +31,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException, Variable
 from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
+from airflow_provider_sms.operators._variable_records import record_from
 
 PREFIX = "sms_send_guard"
 # The Variable key column holds 250 characters.
@@ -188,14 +189,7 @@ def _batches(document: object) -> dict[int, BatchRecord]:
         where = f"batch {index!r}"
         if not str(index).isdigit():
             raise ValueError(f"{where}: a batch index is a number (0 for the first batch)")
-        if not isinstance(record, dict):
-            raise ValueError(f"{where} is not an object")
-        try:
-            batch = BatchRecord(**record)
-        except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        if batch.state not in STATES:
-            raise ValueError(f"{where}: state {batch.state!r} is not one of {', '.join(map(repr, STATES))}")
+        batch = record_from(BatchRecord, record, where, STATES)
         if not isinstance(batch.fingerprint, str) or not batch.fingerprint:
             raise ValueError(f"{where}: no fingerprint")
         if batch.state == "sent":

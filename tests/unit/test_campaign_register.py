@@ -265,7 +265,7 @@ def test_an_unknown_entry_state_fails_closed():
     }
     MemoryVariables.store = {"sms_campaign:x": json.dumps({"entries": [entry]})}
     register = CampaignRegister("x", "sms_default", ("d", "t", "r2", -1))
-    with pytest.raises(AirflowFailException, match="state 'Sent' is not one of sending, sent"):
+    with pytest.raises(AirflowFailException, match="state 'Sent' is not one of 'sending', 'sent'"):
         register.load()
 
 
