@@ -8,10 +8,10 @@ Python 3.10 (common-compat 1.20) as on newer Pythons. Imports happen when called
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from airflow.sdk import Connection
+    pass
 
 
 def mask_secret(secret: str) -> None:
@@ -26,18 +26,3 @@ def mask_secret(secret: str) -> None:
                 mask_secret as register,
             )
     register(secret)
-
-
-async def get_async_extra_dejson(conn: Connection) -> dict[str, Any]:
-    """The connection's extra as a dict, read without blocking the event loop."""
-    try:
-        from airflow.providers.common.compat.connection import get_async_extra_dejson as read_extra
-    except ImportError:  # common-compat < 1.21
-        if hasattr(conn, "aextra_dejson"):  # Airflow 3.3.2+
-            extra: dict[str, Any] = await conn.aextra_dejson()
-            return extra
-        from asgiref.sync import sync_to_async
-
-        # extra_dejson masks the extra's secrets through a blocking call to the supervisor: in a thread.
-        return await sync_to_async(lambda: conn.extra_dejson)()
-    return await read_extra(conn)

@@ -46,6 +46,7 @@ from airflow_provider_sms.delivery_reports.settings import (
     receiver_settings,
 )
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
+from airflow_provider_sms.hooks._transport import connection_extra
 from airflow_provider_sms.hooks.sms import SmsHook
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ class Connections:
         if conn.conn_type != "sms":
             return Refusal(404, f"connection {conn_id!r} is not an sms connection")
         try:
-            settings = receiver_settings(conn.extra_dejson or {}, conn_id=conn_id)
+            settings = receiver_settings(connection_extra(conn, conn_id=conn_id), conn_id=conn_id)
             hook.settings  # noqa: B018  (read and checked now: a connection without a token is refused)
         except SmsValidationError as exc:
             log.error("Delivery reports for %s are refused: %s", conn_id, exc)

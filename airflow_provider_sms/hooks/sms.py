@@ -169,9 +169,7 @@ class SmsHook(BaseHook):
     def settings(self) -> SmsConnectionSettings:
         """The connection, read once and checked; the token is registered with the secrets masker."""
         conn = self.get_connection(self.sms_conn_id)
-        return connection_settings(
-            conn, conn.extra_dejson or {}, conn_id=self.sms_conn_id, format_override=self._format_override
-        )
+        return connection_settings(conn, conn_id=self.sms_conn_id, format_override=self._format_override)
 
     @cached_property
     def session(self) -> requests.Session:
@@ -504,13 +502,8 @@ class SmsAsyncHook(BaseHook):
     async def _read_settings(self) -> SmsConnectionSettings:
         from airflow.providers.common.compat.connection import get_async_connection
 
-        from airflow_provider_sms._compat import get_async_extra_dejson
-
         conn = await get_async_connection(self.sms_conn_id, hook=SmsHook)
-        extra = await get_async_extra_dejson(conn)
-        return connection_settings(
-            conn, extra or {}, conn_id=self.sms_conn_id, format_override=self._format_override
-        )
+        return connection_settings(conn, conn_id=self.sms_conn_id, format_override=self._format_override)
 
     async def get_webhook(self, webhook_id: str | int) -> Webhook:
         """Read one webhook record (GET /webhook/:id)."""

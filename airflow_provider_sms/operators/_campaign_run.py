@@ -330,22 +330,38 @@ def apply_gates(
     """
     given = simulation["total"] + rejected_locally
     ratio = (simulation["filtered"] + rejected_locally) / given if given else 0.0
-    refusals = []
-    if gates["max_cost"] is not None and simulation["cost"] > gates["max_cost"]:
-        refusals.append(f"cost {simulation['cost']} credits is over max_cost {gates['max_cost']}")
-    if gates["max_filtered_ratio"] is not None and ratio > gates["max_filtered_ratio"]:
-        refusals.append(
-            f"{ratio:.1%} of the numbers would be filtered, over max_filtered_ratio "
-            f"{gates['max_filtered_ratio']:.1%}"
+    # (passed, what was compared) for each gate set: one sentence, whichever way it went.
+    checks: list[tuple[bool, str]] = []
+    if gates["max_cost"] is not None:
+        passed = simulation["cost"] <= gates["max_cost"]
+        checks.append(
+            (
+                passed,
+                f"cost {simulation['cost']} credits is {'within' if passed else 'over'} max_cost {gates['max_cost']}",
+            )
         )
-    if gates["min_credits_after"] is not None and simulation["credits"] < gates["min_credits_after"]:
-        refusals.append(
-            f"{simulation['credits']} credits would be left, under min_credits_after "
-            f"{gates['min_credits_after']}"
+    if gates["max_filtered_ratio"] is not None:
+        passed = ratio <= gates["max_filtered_ratio"]
+        checks.append(
+            (
+                passed,
+                f"{ratio:.1%} of the numbers would be filtered, {'within' if passed else 'over'} "
+                f"max_filtered_ratio {gates['max_filtered_ratio']:.1%}",
+            )
         )
+    if gates["min_credits_after"] is not None:
+        passed = simulation["credits"] >= gates["min_credits_after"]
+        checks.append(
+            (
+                passed,
+                f"{simulation['credits']} credits would be left, {'at least' if passed else 'under'} "
+                f"min_credits_after {gates['min_credits_after']}",
+            )
+        )
+    refusals = [text for passed, text in checks if not passed]
     gate = {**gates, "passed": not refusals, "filtered_ratio": round(ratio, 4), "refusals": refusals}
     if not refusals:
-        log.info("Gate passed: %s (simulated: %s)", gates, summary(simulation))
+        log.info("Gate passed: %s. Simulated: %s", "; ".join(text for _, text in checks), summary(simulation))
         return gate
     text = f"Gate refused the send: {'; '.join(refusals)}. Simulated: {summary(simulation)}"
     if on_cost_exceeded == "skip":
@@ -465,8 +481,10 @@ def send_campaign(
         delivery, delayed=bool(delay), on_duplicate=duplicate_policy, log=log, resuming=bool(guard.batches)
     )
     simulation = gate = None
+    # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
+    resending = len(sent) < campaign.plan.batches
     try:
-        if any(value is not None for value in gates.values()):
+        if resending and any(value is not None for value in gates.values()):
             simulation = simulate_all(campaign, log, sent)
             gate = apply_gates(gates, simulation, on_cost_exceeded, log, campaign.plan.rejected_count)
         results = send_batches(campaign, guard, sent, log)
@@ -483,6 +501,7 @@ def send_campaign(
                     exc,
                 )
         raise
+    sent_at = min(parse_instant(record.started, field="started") for record in guard.batches.values())
     tickets = [result.ticket for result in results]
     register.sent([ticket for ticket in tickets if ticket is not None])
     figures = combine(results, duplicates=campaign.plan.duplicates)
@@ -497,6 +516,10 @@ def send_campaign(
         "tickets": tickets,
         **figures,
         "delay": delay,
+        # When the first batch was posted, and when the SMS go out: both with their offset (the delay
+        # above is the service's Paris wall time, as it was sent).
+        "sent_at": sent_at.in_tz("UTC").isoformat(),
+        "delivery_at": (parse_instant(delay) if delay else sent_at).in_tz("Europe/Paris").isoformat(),
         "batches": campaign.plan.batches,
         "resumed_batches": len(sent),
         "estimate": campaign.estimate(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import types
 from typing import Any
 
@@ -16,7 +15,9 @@ import pytest
 from airflow.providers.common.compat.sdk import redact
 from airflow.sdk import Connection
 
-from airflow_provider_sms._compat import get_async_extra_dejson, mask_secret
+from airflow_provider_sms._compat import mask_secret
+from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.hooks._transport import connection_extra, connection_settings
 from tests.compat import secrets_masker
 
 SECRET = "compat-secret-9d41c7e2"
@@ -47,32 +48,38 @@ def test_mask_secret_registers_the_secret_with_airflows_masker(monkeypatch, hidd
     assert redact(f"token {SECRET} sent") == "token *** sent"
 
 
-def real_connection() -> Connection:
-    return Connection(conn_id="sms_compat", conn_type="sms", extra=json.dumps(EXTRA))
+def real_connection(extra: str = json.dumps(EXTRA)) -> Connection:
+    return Connection(
+        conn_id="sms_compat", conn_type="sms", host="https://sms.test", password=SECRET, extra=extra
+    )
 
 
-@pytest.mark.parametrize("hidden", [(), ("airflow.providers.common.compat.connection",)])
-async def test_get_async_extra_dejson_reads_a_real_connection(monkeypatch, hidden):
-    hide(monkeypatch, *hidden)
-    assert await get_async_extra_dejson(real_connection()) == EXTRA
+class MaskedExtraConnection:
+    """A connection whose extra may only be read as text: ``extra_dejson`` would go through the masker."""
 
-
-class ThreadRecordingConnection:
-    """A connection of an Airflow without ``aextra_dejson``: records the thread that reads its extra."""
-
-    def __init__(self) -> None:
-        self.read_in: threading.Thread | None = None
+    conn_type = "sms"
+    host = "https://sms.test"
+    password = SECRET
+    schema = port = None
+    extra = json.dumps(EXTRA)
 
     @property
     def extra_dejson(self) -> dict[str, Any]:
-        self.read_in = threading.current_thread()
-        return dict(EXTRA)
+        raise AssertionError("extra_dejson hands every extra value to the secrets masker")
+
+    async def aextra_dejson(self) -> dict[str, Any]:
+        raise AssertionError("aextra_dejson hands every extra value to the secrets masker")
 
 
-async def test_without_aextra_dejson_the_extra_is_read_off_the_event_loop(monkeypatch):
-    hide(monkeypatch, "airflow.providers.common.compat.connection")
-    conn = ThreadRecordingConnection()
-    loop_thread = threading.current_thread()
-    assert await get_async_extra_dejson(conn) == EXTRA  # type: ignore[arg-type]
-    assert conn.read_in is not None
-    assert conn.read_in is not loop_thread
+def test_the_extra_is_read_as_text_never_through_the_secrets_masker():
+    """extra_dejson registers "json" (the format) with the masker, which warns that it is too short."""
+    settings = connection_settings(MaskedExtraConnection(), conn_id="sms_compat")
+    assert (settings.format, settings.timeout) == ("xml", 7.0)
+    assert connection_extra(real_connection(), conn_id="sms_compat") == EXTRA
+    assert connection_extra(real_connection(""), conn_id="sms_compat") == {}
+
+
+@pytest.mark.parametrize("extra", ["{not json", "[1, 2]", '"json"'])
+def test_an_extra_that_is_not_a_json_object_names_the_field(extra):
+    with pytest.raises(SmsValidationError, match="connection 'sms_compat': extra is not a JSON object"):
+        connection_extra(real_connection(extra), conn_id="sms_compat")

@@ -595,3 +595,54 @@ def test_no_ticket_key_is_pushed_when_xcoms_are_off(requests_mock):
     SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, do_xcom_push=False).execute(ctx)
 
     assert ctx["ti"].xcoms == {}
+
+
+# ------------------------------------------------------------------------- what a new user reads
+
+
+def test_the_gate_decision_is_logged_as_one_sentence(requests_mock, capsys):
+    Service().mount(requests_mock)
+    SmsSendOperator(
+        task_id="send", message="Hi", recipients=NUMBERS, max_cost=10, max_filtered_ratio=0.5
+    ).execute(context())
+
+    out = capsys.readouterr().out
+    assert (
+        "Gate passed: cost 3 credits is within max_cost 10; 0.0% of the numbers would be filtered, within "
+        "max_filtered_ratio 50.0%. Simulated: " in out
+    )
+    assert "{'max_cost'" not in out
+
+
+def test_the_result_says_when_it_was_sent_and_when_it_goes_out_with_their_offsets(requests_mock):
+    Service().mount(requests_mock)
+    before = pendulum.now("UTC")
+
+    delayed = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, delay=FUTURE).execute(
+        context()
+    )
+    now = SmsSendOperator(task_id="send", message="Hello", recipients=NUMBERS).execute(context("run_b"))
+
+    assert delayed["delay"] == "2030-07-01 10:00:00"  # the service's Paris wall time, as sent
+    assert delayed["delivery_at"] == "2030-07-01T10:00:00+02:00"
+    sent_at = pendulum.parse(delayed["sent_at"])
+    assert sent_at.utcoffset() == datetime.timedelta(0)
+    assert before <= sent_at <= pendulum.now("UTC")
+    assert now["delay"] is None
+    assert pendulum.parse(now["delivery_at"]) == pendulum.parse(now["sent_at"])
+    assert now["delivery_at"].endswith(("+01:00", "+02:00"))
+
+
+def test_a_cleared_send_that_went_out_reads_its_guard_before_any_gate(requests_mock, capsys):
+    Service().mount(requests_mock)
+    SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_cost=10).execute(context())
+    capsys.readouterr()
+    requests_mock.reset_mock()
+
+    again = SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, max_cost=10).execute(context())
+
+    assert requests_mock.call_count == 0
+    assert (again["simulation"], again["gate"]) == (None, None)
+    out = capsys.readouterr().out
+    assert "Gate passed" not in out
+    assert "was already sent by an earlier attempt (ticket 101)" in out
