@@ -337,7 +337,8 @@ def apply_gates(
         checks.append(
             (
                 passed,
-                f"cost {simulation['cost']} credits is {'within' if passed else 'over'} max_cost {gates['max_cost']}",
+                f"cost {simulation['cost']} credits is {'within' if passed else 'over'} "
+                f"max_cost {gates['max_cost']}",
             )
         )
     if gates["max_filtered_ratio"] is not None:
