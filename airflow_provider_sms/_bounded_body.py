@@ -9,9 +9,12 @@ whoever reads it. An answer over the bound raises
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from airflow_provider_sms.exceptions import ResponseTooLargeError, SmsApiError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Largest answer read into memory; a bigger one is refused rather than exhausting the worker.
 # This one is for long lists (GET /npai, which may be long when the service ignores paging, and the

@@ -8,11 +8,6 @@ Python 3.10 (common-compat 1.20) as on newer Pythons. Imports happen when called
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 def mask_secret(secret: str) -> None:
     """Register ``secret`` with Airflow's secrets masker, so logs and rendered fields show ``***``."""

@@ -71,7 +71,7 @@ def check_send_window(value: object) -> SendWindowMode:
     """``value`` as a send-window mode, or SmsValidationError naming ``send_window``."""
     if value not in SEND_WINDOW_MODES:
         raise SmsValidationError.for_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
-    return cast(SendWindowMode, value)
+    return cast("SendWindowMode", value)
 
 
 def check_on_cost_exceeded(value: object) -> OnCostExceeded:

@@ -13,17 +13,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pendulum
-
 from airflow_provider_sms._task_arguments import check_final_share, check_min_entries
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook
 from airflow_provider_sms.phone_numbers import normalize_number
 
 if TYPE_CHECKING:
+    import pendulum
+
     from airflow_provider_sms._trigger_events import NpaiMatches
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary
+    from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook
 
 # Rough cost of looking at one entry (measured on 5,000- to 40,000-entry lists, rounded up): grouping
 # it and the plain checks, and the read of its date (pendulum's parse) for a ``since`` filter.

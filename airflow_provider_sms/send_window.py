@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 import pendulum
@@ -31,6 +30,8 @@ from airflow_provider_sms.sms_parts import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from airflow_provider_sms.models import Message
 
 OPENS = dt.time(8, 0)

@@ -9,14 +9,16 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import cases_campaign, cases_codec, cases_delivery, cases_http, cases_startup, cases_triggers
 from benchmarks.harness import Record, format_notes, format_table, skipped
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 

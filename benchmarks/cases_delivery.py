@@ -15,12 +15,15 @@ import asyncio
 import json
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from benchmarks.harness import REPORT, Record, Target, record, skipped
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 CONCURRENCY = 16
 SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1", which the connection names

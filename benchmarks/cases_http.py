@@ -13,14 +13,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from benchmarks.harness import REPORT, Record, Target, best_of, record, skipped
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 TOKEN = "bench-token"
 SMS_CONN_ID = "sms_bench"

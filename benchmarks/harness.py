@@ -11,9 +11,11 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,17 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import airflow.jobs.triggerer_job_runner  # noqa: F401  (what a triggerer process has loaded)
-from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 from benchmarks.proc import open_sockets, reset_peak_rss, status_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from airflow.triggers.base import BaseTrigger
 
 # The ticker's period: short enough to see a 10 ms stall, long enough to cost the loop nothing.
 TICK = 0.01

@@ -27,16 +27,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult
 from airflow_provider_sms.sandbox.server import SandboxServer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
 
 DAG_ID = "sms_weekly_campaign"
 DAG_FILE = Path(__file__).with_name(f"{DAG_ID}.py")

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from airflow import __version__ as AIRFLOW_VERSION
 from packaging.version import Version
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _RELEASE = Version(AIRFLOW_VERSION).release  # (3, 0, 2) for 3.0.2 and its rc or dev builds
 

@@ -13,13 +13,14 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:  # imported by pytest_plugins below, where its asserts are rewritten
+    from collections.abc import Callable, Mapping, Sequence
+
     from tests.token_canary import TokenCanary
 
 # The token canary guards every test; pytester runs the guard's own tests.

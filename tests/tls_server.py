@@ -30,8 +30,10 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 BEFORE_STATUS = "before the status line"
 AFTER_STATUS = "after the status line"

@@ -32,14 +32,16 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
 
 CANARY = TEST_TOKEN
 PLUGIN_NAME = "token_canary_guard"

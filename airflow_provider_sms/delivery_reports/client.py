@@ -9,7 +9,6 @@ mean "not yet".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,8 @@ from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsTransportError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 
 SUMMARY_TIMEOUT = 30.0

@@ -29,7 +29,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -50,6 +49,8 @@ from airflow_provider_sms.hooks._transport import connection_extra
 from airflow_provider_sms.hooks.sms import SmsHook
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow_provider_sms.models import DeliveryReport
 
 log = logging.getLogger(__name__)
@@ -166,21 +167,22 @@ class Connections:
 
         :param recheck: read it again (a call did not match), unless it was read moments ago.
         """
-        assert receiving.settings is not None
+        if receiving.settings is None:
+            raise RuntimeError(f"connection {receiving.hook.sms_conn_id!r} has no receiver settings")
         now = self._clock()
         age = now - receiving.signature_read_at
-        stale = receiving.signature is None or age >= SIGNATURE_TTL
-        if stale or (recheck and age >= SIGNATURE_RECHECK_INTERVAL):
-            webhook = receiving.hook.get_webhook(receiving.settings.webhook_id)
-            if webhook.type.upper() != "DLR" or not webhook.signature:
-                raise Refusal(
-                    404,
-                    f"the service's webhook {receiving.settings.webhook_id} is not a DLR webhook with a "
-                    "signature",
-                )
-            receiving.signature, receiving.signature_read_at = webhook.signature, now
-        assert receiving.signature is not None
-        return receiving.signature
+        kept = receiving.signature
+        if kept is not None and age < SIGNATURE_TTL and not (recheck and age >= SIGNATURE_RECHECK_INTERVAL):
+            return kept
+        webhook = receiving.hook.get_webhook(receiving.settings.webhook_id)
+        if webhook.type.upper() != "DLR" or not webhook.signature:
+            raise Refusal(
+                404,
+                f"the service's webhook {receiving.settings.webhook_id} is not a DLR webhook with a "
+                "signature",
+            )
+        receiving.signature, receiving.signature_read_at = webhook.signature, now
+        return webhook.signature
 
 
 def store_report(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) -> bool:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow_provider_sms.exceptions import SmsValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Where the plugin mounts its app on the API server, and its two endpoints under that prefix.
 URL_PREFIX = "/sms"

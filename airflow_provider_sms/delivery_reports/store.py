@@ -8,7 +8,6 @@ writes here; its summary endpoint reads here. Imported on the API server only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -37,6 +36,8 @@ from airflow_provider_sms.models import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sqlalchemy.orm import Session
 
 TABLE_NAME = "sms_delivery_report"

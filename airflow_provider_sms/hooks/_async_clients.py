@@ -27,11 +27,12 @@ Not public API: use the hooks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Hashable
+
     import httpx
 
     from airflow_provider_sms.hooks._transport import SmsConnectionSettings

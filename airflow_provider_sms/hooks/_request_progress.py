@@ -18,7 +18,6 @@ requests and urllib3 are imported here: the hook imports this module where it bu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,6 +28,9 @@ from requests.adapters import DEFAULT_POOLBLOCK, HTTPAdapter
 from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, poolmanager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import NewConnectionError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["ProgressAdapter", "SendProgress", "nothing_sent", "nothing_sent_by_class", "tracking"]
 

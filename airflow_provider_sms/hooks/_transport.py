@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow_provider_sms import _bounded_body, codec
@@ -28,7 +28,9 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.models import CampaignResult, NpaiEntry, NpaiList
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.models import CampaignResult, NpaiEntry, NpaiList
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext, suppress
 from functools import cached_property
 from importlib import import_module
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -61,6 +60,8 @@ from airflow_provider_sms.models import CampaignResult, ListRef, Message, NpaiLi
 from airflow_provider_sms.recipients import RecipientInput, parse_lists, parse_recipients
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import httpx
     import requests
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,8 @@ from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._task_arguments import SendWindowMode, check_send_window
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_sms.hooks.sms import SmsHook

@@ -34,15 +34,17 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException, Variable, conf
 
-from airflow_provider_sms._task_arguments import OnDuplicate
-from airflow_provider_sms.models import Message
 from airflow_provider_sms.operators._variable_records import record_from
-from airflow_provider_sms.send_window import Logger
+
+if TYPE_CHECKING:
+    from airflow_provider_sms._task_arguments import OnDuplicate
+    from airflow_provider_sms.models import Message
+    from airflow_provider_sms.send_window import Logger
 
 PREFIX = "sms_campaign"
 CONFIG_SECTION = "sms"

@@ -188,11 +188,10 @@ class Campaign:
 
     def batches(self) -> Iterator[tuple[int, list[str | Recipient] | list[ListRef]]]:
         """``(index, items)`` of each batch; a list campaign is one batch."""
-        if self.lists is not None:
+        if self.source is not None:
+            yield from self.source.batches()
+        elif self.lists is not None:
             yield 0, self.lists
-            return
-        assert self.source is not None
-        yield from self.source.batches()
 
     def simulate(self, items: list[Any]) -> CampaignResult:
         """Simulate one batch (nothing is created)."""

@@ -21,13 +21,15 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import IO, Any, TypeGuard
+from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
-from airflow_provider_sms._task_arguments import InvalidNumbers
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient
 from airflow_provider_sms.operators._seen_numbers import SeenNumbers
 from airflow_provider_sms.recipients import RejectedRecipients, parse_recipients
+
+if TYPE_CHECKING:
+    from airflow_provider_sms._task_arguments import InvalidNumbers
 
 # Bad batches quoted in a validation error (each quotes its first bad numbers).
 _QUOTED_BATCHES = 3

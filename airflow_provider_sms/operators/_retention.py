@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,8 @@ from airflow_provider_sms.operators._campaign_register import (
 from airflow_provider_sms.operators._send_guard import PREFIX as GUARD_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy.orm import Session
 
 DEFAULT_RETENTION_DAYS = 30.0

@@ -11,9 +11,12 @@ can never be part of one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from airflow_provider_sms.models import Recipient
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow_provider_sms.models import Recipient
 
 # A million numbers put about 15 in each bucket (some 200 characters to search and to copy when one
 # is added); the empty buckets are one shared string.

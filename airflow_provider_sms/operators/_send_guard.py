@@ -22,9 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, Variable
@@ -32,6 +31,9 @@ from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
 from airflow_provider_sms.operators._variable_records import record_from
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 PREFIX = "sms_send_guard"
 # The Variable key column holds 250 characters.

@@ -11,7 +11,6 @@ exceptions; the hook, the models and the send guard are imported when a task run
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,6 +34,8 @@ from airflow_provider_sms._task_arguments import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_sms.hooks.sms import SmsHook

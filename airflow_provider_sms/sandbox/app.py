@@ -8,10 +8,10 @@ The routes are in :mod:`~airflow_provider_sms.sandbox.service_api` and
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from starlette.types import Receive, Scope, Send
 
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.sandbox import inspection_api, service_api
@@ -23,7 +23,11 @@ from airflow_provider_sms.sandbox.responses import (
     error,
     response_format,
 )
-from airflow_provider_sms.sandbox.state import SandboxState
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from airflow_provider_sms.sandbox.state import SandboxState
 
 
 class SandboxApp(FastAPI):

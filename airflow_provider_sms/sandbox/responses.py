@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request, Response
-from starlette.types import Receive, Scope, Send
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.exceptions import SmsApiError
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from airflow_provider_sms.exceptions import SmsApiError
 
 # HTTP status of each error status (the real service's codes are not documented; these are ours).
 # -8 is 200: the campaign exists and may still go out, exactly like a success.

@@ -7,14 +7,16 @@ import json
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 import uvicorn
-from typing_extensions import Self
 
 from airflow_provider_sms.sandbox.app import create_app
 from airflow_provider_sms.sandbox.state import SandboxConfig, SandboxState
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 START_TIMEOUT = 30.0
 

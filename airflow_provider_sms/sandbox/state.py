@@ -13,20 +13,23 @@ import secrets
 import string
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from airflow_provider_sms._validation import format_errors
-from airflow_provider_sms.codec import CampaignRequest
 from airflow_provider_sms.delay import API_FORMAT, PARIS
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Message, NpaiEntry, Webhook
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
 from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts, has_stop_mention
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow_provider_sms.codec import CampaignRequest
 
 # Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
 SHORT_URL_BASE = "https://sms.sb/"
@@ -447,7 +450,8 @@ class SandboxState:
             if reason:
                 counts[reason] += 1
                 continue
-            assert prefix is not None  # a number with no allowed prefix is "not_allowed" above
+            if prefix is None:  # a number with no allowed prefix is "not_allowed" above
+                raise RuntimeError(f"{value}: sent with no country prefix")
             country_planned[prefix] = country_planned.get(prefix, 0) + 1
             sent.append({**recipient, "value": value})
         return counts, sent

@@ -11,12 +11,13 @@ The sandbox is imported only when a test uses one of them, so the plugin costs o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow_provider_sms.sandbox.server import SandboxServer
 
 # The sandbox fixtures' access token, and the canary of this project's test suite (tests/token_canary.py):

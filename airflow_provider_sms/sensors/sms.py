@@ -16,7 +16,6 @@ Each sensor's ``execute_complete`` reads the event of its trigger, whose shapes 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,8 @@ from airflow_provider_sms.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_sms._trigger_events import (
@@ -401,7 +402,8 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         """The async trigger polling the receiver's summary."""
         from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
 
-        assert self._deadline_at is not None
+        if self._deadline_at is None:
+            raise RuntimeError("the deadline is set when the sensor starts, before it defers")
         return SmsDeliveryReportsTrigger(
             summary_url=self.summary_request().url,
             deadline=self._deadline_at.isoformat(),

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator, Iterable
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -34,6 +33,9 @@ from airflow_provider_sms._trigger_events import (
 from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter, npai_result, webhook_ready
 from airflow_provider_sms.exceptions import SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
 
 # What a poll returns when the wait is over: the success event of one of the triggers below.
 SuccessEvent: TypeAlias = WebhookReady | NpaiFound | DeliveryReportsCounted

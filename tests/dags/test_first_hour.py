@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import AIRFLOW, airflow_env
 from tests.dags.test_examples import load_dagbag
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 

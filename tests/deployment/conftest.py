@@ -7,7 +7,6 @@ Makefile). The start-up time and each scenario's time are printed at the end of 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,6 +16,8 @@ from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from tests.deployment.harness import AirflowApi, Deployment, running_deployment
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tests.token_canary import TokenCanary
 
 TIMINGS: dict[str, float] = {}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_provider_sms.sandbox.server import InspectionClient
-from tests.deployment.harness import AirflowApi
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
+    from tests.deployment.harness import AirflowApi
 
 pytestmark = pytest.mark.deployment
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -21,8 +21,10 @@ from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_s
 from airflow_provider_sms.delivery_reports.settings import read_key
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import DELIVERY_STATUSES
-from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.harness import AirflowApi, Deployment, wait_for
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
 

@@ -3,11 +3,15 @@ for the same slot make one campaign; runs for consecutive days make two."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pendulum
 import pytest
 
-from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.harness import AirflowApi, wait_for
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
 

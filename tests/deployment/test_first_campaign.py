@@ -3,13 +3,17 @@ button and most scripts do): its delay comes from when the run was due, not from
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pendulum
 import pytest
 
 from airflow_provider_sms.delay import format_delay
-from airflow_provider_sms.sandbox.server import InspectionClient
 from airflow_provider_sms.send_window import next_allowed
 from tests.deployment.harness import AirflowApi, wait_for
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
 

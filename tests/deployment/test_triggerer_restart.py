@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.harness import AirflowApi, Deployment, wait_for
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
 

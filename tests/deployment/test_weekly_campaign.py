@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pendulum
 import pytest
 
 from airflow_provider_sms.delay import format_delay
-from airflow_provider_sms.sandbox.server import InspectionClient
 from airflow_provider_sms.send_window import next_allowed
-from tests.deployment.harness import AirflowApi, Deployment
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import InspectionClient
+    from tests.deployment.harness import AirflowApi, Deployment
 
 pytestmark = pytest.mark.deployment
 

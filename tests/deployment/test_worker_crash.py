@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_provider_sms.sandbox.server import InspectionClient
 from tests.deployment.dags.deployment_batched_send import BATCH_SIZE, NUMBERS, number
 from tests.deployment.harness import (
     WORKERS,
@@ -30,6 +28,11 @@ from tests.deployment.harness import (
     RequestMatch,
     process_state,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
 

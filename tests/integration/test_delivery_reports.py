@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -33,6 +31,10 @@ from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
 from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 

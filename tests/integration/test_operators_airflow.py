@@ -14,12 +14,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.conftest import airflow_env
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 

@@ -10,9 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 import pytest
@@ -24,6 +23,9 @@ from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
 from airflow_provider_sms.sandbox.state import SandboxConfig
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
@@ -11,8 +11,10 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.operators.sms import SmsSendOperator
-from airflow_provider_sms.sandbox import SandboxServer
 from tests.task_instance import FakeTaskInstance
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox import SandboxServer
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,6 +9,8 @@ import pytest
 from tests.tls_server import Certificate, TlsFront, make_certificate
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow_provider_sms.sandbox.server import SandboxServer
 
 

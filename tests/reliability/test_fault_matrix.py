@@ -23,7 +23,6 @@ import contextlib
 import socket
 import sys
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,6 +39,8 @@ from airflow_provider_sms.models import CampaignResult, NpaiList, Webhook
 from tests.tls_server import AFTER_STATUS, BEFORE_STATUS, TlsFront
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Callable, Iterator
+
     from airflow.triggers.base import TriggerEvent
 
     from airflow_provider_sms.sandbox.server import SandboxServer

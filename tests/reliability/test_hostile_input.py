@@ -24,11 +24,10 @@ import json
 import threading
 import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -47,6 +46,9 @@ from airflow_provider_sms.models import Message, Recipient
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 from tests.async_hooks import async_hook, mock_transport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 # The suite's canary (tests/token_canary.py checks it never shows in any output).
 TOKEN = TEST_TOKEN

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import string
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -36,9 +36,11 @@ from airflow_provider_sms.models import (
     Webhook,
     WebhookResponse,
 )
-from airflow_provider_sms.sandbox.server import SandboxServer
 from airflow_provider_sms.sandbox.state import DEFAULT_SEEDS, SandboxConfig, SandboxState
 from airflow_provider_sms.sms_parts import SHORT_MARKER
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import SandboxServer
 
 FORMATS = ("json", "xml")
 # Reproducible in CI: the same examples every run, nothing written to .hypothesis/.

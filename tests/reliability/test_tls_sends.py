@@ -12,6 +12,7 @@ show: the exception really is an ``SSLError``, handshake failures, and proxies.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import certifi
 import pytest
@@ -19,9 +20,11 @@ import pytest
 from airflow_provider_sms.exceptions import SmsMaybeSentError, SmsTransportError
 from airflow_provider_sms.hooks._request_progress import ProgressAdapter
 from airflow_provider_sms.hooks.sms import SmsHook
-from airflow_provider_sms.sandbox.server import SandboxServer
 from tests.reliability.test_fault_matrix import closed_port
 from tests.tls_server import AFTER_STATUS, BEFORE_STATUS, ConnectProxy, TlsFront
+
+if TYPE_CHECKING:
+    from airflow_provider_sms.sandbox.server import SandboxServer
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,8 @@ import requests
 from tests.conftest import AIRFLOW, airflow_env
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from playwright.sync_api import Browser, Page
 
     from tests.token_canary import TokenCanary

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 import tenacity
 
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 BASE_URL = "https://sms.test"
 # The suite's canary token: tests/token_canary.py fails any test where it shows up.

@@ -6,7 +6,7 @@ that has them: both must give the same table, or an upgraded deployment would di
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -15,6 +15,9 @@ from sqlalchemy import create_engine, inspect
 
 from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
 from airflow_provider_sms.delivery_reports.store import TABLE_NAME, metadata
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_the_migration_makes_the_table_the_orm_declares(tmp_path: Path) -> None:

@@ -6,9 +6,7 @@ import datetime
 import io
 import itertools
 import json
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 import pytest
@@ -25,6 +23,10 @@ from airflow_provider_sms.operators.sms import (
 from tests.task_instance import FakeTaskInstance
 
 from .conftest import BASE_URL, TOKEN, connection_json
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 NUMBERS = ["33612345678", "33612345679", "33612345680"]
 FUTURE = "2030-07-01T08:00:00+00:00"  # 10:00 in Paris (summer time)

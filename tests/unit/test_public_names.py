@@ -12,13 +12,15 @@ import importlib
 import inspect
 import re
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import airflow_provider_sms
 from airflow_provider_sms import DEFAULT_CONN_ID, get_provider_info
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "airflow_provider_sms"

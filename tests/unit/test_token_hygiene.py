@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
@@ -36,6 +35,9 @@ from tests.compat import secrets_masker
 from .conftest import BASE_URL, TOKEN
 from .test_hook_errors import refused
 from .test_triggers import Service, answer, first_event, serve
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MESSAGE = {"text": "Hello", "pushtype": "alert"}
 NUMBERS = ["33612345678"]
