@@ -34,12 +34,12 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException, Variable, conf
 
-from airflow_provider_sms.operators._variable_records import record_from
+from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
 
 if TYPE_CHECKING:
     from airflow_provider_sms._task_arguments import OnDuplicate
@@ -52,8 +52,6 @@ DEFAULT_WINDOW_MINUTES = 60.0
 DEFAULT_SETTLE_SECONDS = 1.0
 # Claims retried when another send of the same content (a different slot) overwrote ours.
 _CLAIM_TRIES = 3
-EntryState = Literal["sending", "sent"]
-ENTRY_STATES: tuple[str, ...] = ("sending", "sent")
 RACE_WINDOW = (
     "Two sends of one campaign that check at the same moment are told apart only if each worker reads "
     "and writes the register within {settle:g} s; to close that window, give the DAG max_active_runs=1 "
@@ -112,7 +110,7 @@ class RegisterEntry:
     map_index: int
     delivery: str
     delayed: bool
-    state: EntryState
+    state: RecordState
     claimed: str
     nonce: str
     tickets: list[str] = field(default_factory=list)
@@ -144,7 +142,7 @@ class RegisterEntry:
 
 
 def _entry(raw: object, where: str) -> RegisterEntry:
-    entry = record_from(RegisterEntry, raw, where, ENTRY_STATES)
+    entry = record_from(RegisterEntry, raw, where, RECORD_STATES)
     if not isinstance(entry.map_index, int) or not isinstance(entry.tickets, list):
         raise ValueError(f"{where}: map_index must be an integer and tickets a list")
     entry.when()

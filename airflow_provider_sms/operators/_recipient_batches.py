@@ -248,11 +248,11 @@ class RecipientSource:
 class NumberSetDigest:
     """A digest of a set of distinct telephone numbers that does not depend on their order.
 
-    The same customers exported in another order are the same audience. Sorting a million numbers
-    would hold them all in memory, and hashing each one costs half a second; numbers are digit
-    strings, so the digest is taken of their count, their sum and the sum of their squares (exact
-    integers, 0.1 s for a million): two different sets agree on all three only when chosen to, never
-    by accident of an export. ``gsmsmsid`` is left out: the same people get the same SMS whatever the ids.
+    The same customers exported in another order are the same audience. Sorting the numbers would hold
+    them all in memory, and hashing each one is several times slower (docs/performance.md has the
+    figures); numbers are digit strings, so the digest is taken of their count, their sum and the sum of
+    their squares (exact integers): two different sets agree on all three only when chosen to, never by
+    accident of an export. ``gsmsmsid`` is left out: the same people get the same SMS whatever the ids.
     """
 
     def __init__(self) -> None:

@@ -23,14 +23,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, Variable
 from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
-from airflow_provider_sms.operators._variable_records import record_from
+from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,8 +40,6 @@ PREFIX = "sms_send_guard"
 _MAX_KEY = 250
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+\-]")
 
-State = Literal["sending", "sent"]
-STATES: tuple[str, ...] = ("sending", "sent")
 # What the person on call may write in a guard, said whenever a guard cannot be read.
 GUARD_FORMAT = (
     'It must be JSON {"dag_id": ..., "task_id": ..., "run_id": ..., "map_index": ..., "batches": {...}}, '
@@ -63,7 +61,7 @@ class BatchRecord:
     :param note: when the outcome is unknown, why (e.g. the error of the POST).
     """
 
-    state: State
+    state: RecordState
     fingerprint: str
     started: str
     result: dict[str, Any] | None = None
@@ -191,7 +189,7 @@ def _batches(document: object) -> dict[int, BatchRecord]:
         where = f"batch {index!r}"
         if not str(index).isdigit():
             raise ValueError(f"{where}: a batch index is a number (0 for the first batch)")
-        batch = record_from(BatchRecord, record, where, STATES)
+        batch = record_from(BatchRecord, record, where, RECORD_STATES)
         if not isinstance(batch.fingerprint, str) or not batch.fingerprint:
             raise ValueError(f"{where}: no fingerprint")
         if batch.state == "sent":

@@ -8,7 +8,12 @@ guessed at: it raises ValueError naming where it is wrong, and the send fails cl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
+
+# The states a batch of the guard and an entry of the register share: "sending" (the POST may have been
+# made: maybe sent) and "sent" (its ticket is known).
+RecordState = Literal["sending", "sent"]
+RECORD_STATES: tuple[str, ...] = ("sending", "sent")
 
 
 class StatefulRecord(Protocol):
