@@ -202,12 +202,6 @@ class CampaignRegister:
         :raises AirflowFailException: ``fail``, naming the earlier send.
         :raises AirflowSkipException: ``skip``.
         """
-        if resuming:
-            entries = self.load()
-            own = [entry for entry in entries if entry.identity == self.identity]
-            if own:
-                self.mine = own[-1]
-                return
         settle = settle_seconds()
         mine = RegisterEntry(
             *self.identity,
@@ -218,8 +212,12 @@ class CampaignRegister:
             nonce=uuid.uuid4().hex,
         )
         if resuming:
-            self.mine = mine
-            self._save([*entries, mine])
+            # Its own entry, kept; written again if it was pruned. No check: it is not a duplicate.
+            entries = self.load()
+            own = [entry for entry in entries if entry.identity == self.identity]
+            self.mine = own[-1] if own else mine
+            if not own:
+                self._save([*entries, mine])
             return
         warned = False
         for _ in range(_CLAIM_TRIES):
