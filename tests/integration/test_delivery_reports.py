@@ -19,8 +19,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
+from airflow_provider_sms.delivery_reports import connections as connections_module
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
-from airflow_provider_sms.delivery_reports import receiver as receiver_module
 from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
 from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
@@ -269,7 +269,7 @@ def test_a_renewed_signature_is_read_again(
 ) -> None:
     assert post(receiver, report()).status_code == 200
     sms_sandbox.inspect.set_webhook("1", signature="renewed-signature")
-    monkeypatch.setattr(receiver_module, "SIGNATURE_RECHECK_INTERVAL", 0.0)
+    monkeypatch.setattr(connections_module, "SIGNATURE_RECHECK_INTERVAL", 0.0)
     assert (
         post(
             receiver, report(status=2), headers={**HEADERS, "X-SMSFactor-Signature": "renewed-signature"}

@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_sms._wait_conditions import DeliveryWait
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
 from airflow_provider_sms.delivery_reports.client import judge_summary
-from airflow_provider_sms.delivery_reports.receiver import Connections, Refusal
+from airflow_provider_sms.delivery_reports.connections import Connections, Refusal
 from airflow_provider_sms.delivery_reports.settings import (
     DEFAULT_MAX_BODY,
     read_key,
