@@ -35,7 +35,7 @@ from airflow_provider_sms.models import (
 )
 
 if TYPE_CHECKING:
-    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
+    from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary
 
 WireFormat = Literal["json", "xml"]
 FORMATS: tuple[str, ...] = ("json", "xml")
@@ -294,6 +294,25 @@ def decode_delivery_summary(body: bytes) -> DeliverySummary:
         raise SmsApiError(
             None,
             f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
+            body=_quote(body),
+        ) from None
+
+
+def encode_batch_page(page: BatchPage) -> bytes:
+    """The body of the receiver's page of a batch's reports (JSON): what ``reports_from_events`` reads."""
+    return page.model_dump_json().encode()
+
+
+def decode_batch_page(body: bytes) -> BatchPage:
+    """Read a page of a batch's reports from the receiver; an unreadable one raises SmsApiError."""
+    from airflow_provider_sms.delivery_reports.summary import BatchPage
+
+    try:
+        return BatchPage.model_validate_json(body)
+    except ValidationError as exc:
+        raise SmsApiError(
+            None,
+            f"the delivery-reports batch is not readable ({exc.error_count()} error(s))",
             body=_quote(body),
         ) from None
 

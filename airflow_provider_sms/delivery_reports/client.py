@@ -1,15 +1,17 @@
-"""The client of the receiver's summary, for the delivery-reports sensor and trigger. Not public API.
+"""The client of the receiver's summary and batches, for the delivery-reports sensor and trigger and
+for ``reports_from_events``. Not public API.
 
-The summary is served by Airflow's own API server, not by the service, so it has its own client: the
+They are served by Airflow's own API server, not by the service, so they have their own client: the
 service's access token never travels there, only the key derived from it
 (:func:`~airflow_provider_sms.delivery_reports.settings.read_key`). Every answer is judged by
-:func:`judge_summary`: 401 and 404 cannot be cured by waiting; connection errors, 429 and 5xx only
+:func:`judge_answer`: 401 and 404 cannot be cured by waiting; connection errors, 429 and 5xx only
 mean "not yet".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms import codec
@@ -17,11 +19,43 @@ from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
 from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsTransportError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
-    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary, StoredReport
+    from airflow_provider_sms.hooks.sms import SmsHook
 
 SUMMARY_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ReceiverAccess:
+    """How a worker or the triggerer reaches the receiver of one connection: its URL and the key.
+
+    :param conn_id: the ``sms`` connection.
+    :param extra: its extra (``dlr_api_url``).
+    :param key: the key derived from its access token.
+    """
+
+    conn_id: str
+    extra: dict[str, Any] = field(repr=False)
+    key: str = field(repr=False)
+
+    @classmethod
+    def of(cls, hook: SmsHook) -> ReceiverAccess:
+        """The access of ``hook``'s connection (read through the hook, as a task reads connections)."""
+        from airflow_provider_sms.delivery_reports.settings import read_key
+
+        extra = hook.get_connection(hook.sms_conn_id).extra_dejson or {}
+        return cls(hook.sms_conn_id, dict(extra), read_key(hook.settings.token))
+
+    def url(self, path: str, **fields: Any) -> str:
+        """The URL of the receiver's endpoint ``path`` (``[api] base_url`` unless ``dlr_api_url`` says)."""
+        from airflow.configuration import conf
+
+        from airflow_provider_sms.delivery_reports.settings import receiver_url
+
+        default = conf.get("api", "base_url", fallback="")
+        return receiver_url(self.extra, conn_id=self.conn_id, default_api_url=default, path=path, **fields)
 
 
 @dataclass(frozen=True)
@@ -32,13 +66,17 @@ class SummaryRequest:
     key: str = field(repr=False)
     campaign_ids: Sequence[int]
     with_failed: bool = False
+    failed_after: str | None = None
 
     def params(self) -> list[tuple[str, str | int | float | bool | None]]:
         """The query string's parameters."""
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("campaign_id", cid) for cid in self.campaign_ids
         ]
-        return [*params, ("failed", "true" if self.with_failed else "false")]
+        params.append(("failed", "true" if self.with_failed else "false"))
+        if self.failed_after is not None:
+            params.append(("failed_after", self.failed_after))
+        return params
 
     def headers(self) -> dict[str, str]:
         """The key, as a bearer."""
@@ -47,29 +85,46 @@ class SummaryRequest:
 
 def judge_summary(http_status: int, body: bytes, url: str) -> DeliverySummary:
     """The summary in an answer, or the error that says what to do about it."""
+    judge_answer(http_status, body, url)
+    return codec.decode_delivery_summary(body)
+
+
+def judge_answer(http_status: int, body: bytes, url: str) -> None:
+    """Raise the error that says what to do about an answer of the receiver that is not a 2xx."""
     if http_status == 401:
         raise SmsAuthError(
             None,
-            f"the delivery-reports summary at {url} refused the key (HTTP 401): the API server and this "
+            f"the delivery-report receiver at {url} refused the key (HTTP 401): the API server and this "
             "worker must read the same sms connection (same access token)",
             http_status=401,
         )
     if http_status == 404:
         raise SmsNotFoundError(
             None,
-            f"no delivery-reports summary at {url} (HTTP 404): {body[:200]!r}; is the provider installed on "
+            f"no delivery-report receiver at {url} (HTTP 404: {_detail(body)}); is the provider installed on "
             "the API server, and does the connection's extra set dlr_webhook_id?",
             http_status=404,
         )
     if http_status == 429 or http_status >= 500:
-        raise SmsTransportError(f"the delivery-reports summary at {url} answered HTTP {http_status}")
+        raise SmsTransportError(
+            f"the delivery-report receiver at {url} answered HTTP {http_status}: {_detail(body)}"
+        )
     if not 200 <= http_status < 300:
         raise SmsNotFoundError(
             None,
-            f"the delivery-reports summary at {url} answered HTTP {http_status}",
+            f"the delivery-report receiver at {url} answered HTTP {http_status}",
             http_status=http_status,
         )
-    return codec.decode_delivery_summary(body)
+
+
+def _detail(body: bytes) -> str:
+    """The ``detail`` of an error answer of the API server, as text (its start when it has none)."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    text = detail if isinstance(detail, str) else body[:200].decode("utf-8", errors="replace")
+    return text.strip() or "no detail"
 
 
 def _bounded(http_status: int, headers: Any, url: str) -> BoundedBody:
@@ -78,24 +133,53 @@ def _bounded(http_status: int, headers: Any, url: str) -> BoundedBody:
 
 
 def _unreachable(url: str, exc: Exception) -> SmsTransportError:
-    return SmsTransportError(f"the delivery-reports summary at {url} is unreachable: {exc}")
+    return SmsTransportError(f"the delivery-report receiver at {url} is unreachable: {exc}")
 
 
-def fetch_summary(request: SummaryRequest) -> DeliverySummary:
-    """Read the summary (blocking: the sensor's poke and the end of a deferred wait)."""
+def _get(url: str, params: Any, headers: dict[str, str]) -> bytes:
+    """GET one of the receiver's endpoints (blocking); its body once judged a 2xx."""
     import httpx
 
     try:
         with (
             httpx.Client(timeout=SUMMARY_TIMEOUT) as http,
-            http.stream("GET", request.url, params=request.params(), headers=request.headers()) as answer,
+            http.stream("GET", url, params=params, headers=headers) as answer,
         ):
-            body = _bounded(answer.status_code, answer.headers, request.url)
+            body = _bounded(answer.status_code, answer.headers, url)
             for chunk in answer.iter_raw():
                 body.feed(chunk)
-            return judge_summary(answer.status_code, body.result(), request.url)
+            content = body.result()
     except httpx.HTTPError as exc:
-        raise _unreachable(request.url, exc) from None
+        raise _unreachable(url, exc) from None
+    judge_answer(answer.status_code, content, url)
+    return content
+
+
+def fetch_summary(request: SummaryRequest) -> DeliverySummary:
+    """Read the summary (blocking: the sensor's poke and the end of a deferred wait); with the failed
+    numbers, every page of them."""
+    summary = codec.decode_delivery_summary(_get(request.url, request.params(), request.headers()))
+    failed = list(summary.failed or [])
+    while summary.failed_next is not None:
+        request = replace(request, failed_after=summary.failed_next)
+        summary = codec.decode_delivery_summary(_get(request.url, request.params(), request.headers()))
+        failed += summary.failed or []
+    if request.with_failed:
+        summary = summary.model_copy(update={"failed": failed})
+    return summary
+
+
+def fetch_batch(access: ReceiverAccess, batch: int) -> Iterator[StoredReport]:
+    """Every report of ``batch`` (one asset event) of ``access``'s connection, by id, page by page."""
+    from airflow_provider_sms.delivery_reports.settings import BATCH_PATH
+
+    url = access.url(BATCH_PATH, batch=batch)
+    headers = {"Authorization": f"Bearer {access.key}", "Accept": "application/json"}
+    after_id: int | None = 0
+    while after_id is not None:
+        page = codec.decode_batch_page(_get(url, {"after_id": after_id}, headers))
+        yield from page.reports
+        after_id = page.next_after_id
 
 
 async def afetch_summary(request: SummaryRequest) -> DeliverySummary:

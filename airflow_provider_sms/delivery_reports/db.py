@@ -1,4 +1,4 @@
-"""Creates and migrates the delivery-report table as part of ``airflow db migrate``. Not public API.
+"""Creates and migrates the delivery-report tables as part of ``airflow db migrate``. Not public API.
 
 Airflow 3.2 and later find this manager through ``db-managers`` in the provider's info; Airflow 3.0
 and 3.1 run it only when ``[database] external_db_managers`` names it (see the "Delivery reports" page).
@@ -10,13 +10,13 @@ from pathlib import Path
 
 from airflow.utils.db_manager import BaseDBManager
 
-from airflow_provider_sms.delivery_reports.store import metadata
+from airflow_provider_sms.delivery_reports.tables import metadata
 
 HERE = Path(__file__).parent
 
 
 class SmsDeliveryReportsDBManager(BaseDBManager):
-    """Airflow's external DB manager for :data:`~airflow_provider_sms.delivery_reports.store.metadata`."""
+    """Airflow's external DB manager for :data:`~airflow_provider_sms.delivery_reports.tables.metadata`."""
 
     metadata = metadata
     version_table_name = "alembic_version_sms_delivery_reports"

@@ -24,14 +24,18 @@ Plugin apps get no Airflow authentication: these checks are the only gate.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import TYPE_CHECKING, Annotated
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import Field
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms import codec
@@ -42,97 +46,128 @@ from airflow_provider_sms.delivery_reports.connections import (
     require_settings,
     signature_matches,
 )
+from airflow_provider_sms.delivery_reports.flusher import Flusher, default_limits
+from airflow_provider_sms.delivery_reports.ingest import GroupCommit, StoreFailed, write_reports
+from airflow_provider_sms.delivery_reports.refusals import RefusalCounter
 from airflow_provider_sms.delivery_reports.settings import (
     SIGNATURE_HEADER,
     ReceiverSettings,
-    asset_name,
     read_key,
 )
+from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
     from airflow_provider_sms.models import DeliveryReport
+
+MAX_BIGINT = 2**63 - 1
+CampaignId = Annotated[int, Field(ge=1, le=MAX_BIGINT)]
 
 log = logging.getLogger(__name__)
 
-# How long the receiver trusts that a DAG declares (or not) a connection's asset.
-ASSET_TTL = 30.0
 # How long the service is asked to wait before retrying a report the database could not take.
 RETRY_AFTER_SECONDS = 30
 MAX_CAMPAIGNS_PER_SUMMARY = 1000
+# How long _health trusts its last look at the tables: probes come often, and it must stay cheap.
+HEALTH_TTL = 5.0
+# Reports stored in one commit at most (``[sms] delivery_report_group_commit``; 1: each call alone).
+DEFAULT_GROUP_COMMIT = 500
+MIGRATE_HINT = (
+    "the delivery-report tables are missing from Airflow's metadata database: run `airflow db migrate` "
+    "with the provider installed (see the Delivery reports page)"
+)
 
 
-def store_report(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) -> bool:
-    """Store ``report`` and its asset event in one transaction; False when it was stored before.
+def tables_missing(exc: BaseException) -> bool:
+    """Whether a database error says a table is not there (PostgreSQL, MySQL, SQLite)."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
 
-    :param assets: which assets DAGs declare (only those get events).
-    """
-    from airflow.assets.manager import asset_manager
-    from airflow.utils.session import create_session
-    from sqlalchemy.exc import IntegrityError
-
-    from airflow_provider_sms.delivery_reports.store import insert_report
-
-    name = asset_name(conn_id)
-    try:
-        # Leaving the block commits: the caller answers 200 only after this returns.
-        with create_session(scoped=False) as session:
-            insert_report(session, conn_id, report)
-            asset = assets.get(name, session)
-            if asset is not None:
-                asset_manager.register_asset_change(
-                    asset=asset, extra=event_extra(conn_id, report), session=session
-                )
-    except IntegrityError:
-        return False
-    return True
+    text = str(exc).lower()
+    return isinstance(exc, (ProgrammingError, OperationalError)) and (
+        "no such table" in text or "does not exist" in text or "doesn't exist" in text
+    )
 
 
-class DeclaredAssets:
-    """Whether a DAG declares a connection's asset, looked up at most every :data:`ASSET_TTL` seconds.
-
-    ``register_asset_change`` looks the asset up itself, but logs a warning per call when no DAG
-    declares it (or declared it once); at thousands of reports a minute, the receiver checks first,
-    and says it once.
-    """
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[Any, float]] = {}
-
-    def get(self, name: str, session: Any) -> Any:
-        """The asset's row (detached; its name and URI are what is used), or None when none is declared."""
-        from airflow.models.asset import AssetActive, AssetModel
-        from sqlalchemy import select
-
-        known = self._known.get(name)
-        if known is not None and known[1] > time.monotonic():
-            return known[0]
-        # Active: a DAG that is still there declares it (an asset whose DAGs are gone keeps its row).
-        asset = session.scalar(
-            select(AssetModel)
-            .join(AssetActive, (AssetActive.name == AssetModel.name) & (AssetActive.uri == AssetModel.uri))
-            .where(AssetModel.name == name, AssetModel.uri == name)
-        )
-        if asset is None and known is None:
-            log.info("No DAG schedules on asset %r: delivery reports are stored, without asset events", name)
-        self._known[name] = (asset, time.monotonic() + ASSET_TTL)
-        return asset
+def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
+    """The answer for a database error while reading ``what``: 500 naming the fix when the tables are
+    missing (waiting does not cure it), else 503 with Retry-After (the database is down or busy)."""
+    if tables_missing(exc):
+        log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, MIGRATE_HINT)
+        return Refusal(500, MIGRATE_HINT)
+    log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, exc)
+    return Refusal(
+        503,
+        f"the {what} cannot be read now (the database is unreachable or busy); try again later",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
-def event_extra(conn_id: str, report: DeliveryReport) -> dict[str, Any]:
-    """The extra of a report's asset event: the report's fields and the connection id."""
-    return {**report.model_dump(mode="json"), "conn_id": conn_id}
-
-
-def read_summary(conn_id: str, campaign_ids: list[int], with_failed: bool) -> bytes:
-    """The summary of ``campaign_ids`` as the receiver's answer body."""
+def read_summary(
+    conn_id: str, campaign_ids: list[int], with_failed: bool, failed_after: str | None, failed_limit: int
+) -> bytes:
+    """The summary of ``campaign_ids``, with the connection's recent refusals, as the answer's body."""
     from airflow.utils.session import create_session
 
+    from airflow_provider_sms.delivery_reports.refusals import recent_refusals
     from airflow_provider_sms.delivery_reports.store import campaign_summary
 
     with create_session(scoped=False) as session:
-        summary = campaign_summary(session, conn_id, campaign_ids, with_failed=with_failed)
+        summary = campaign_summary(
+            session,
+            conn_id,
+            campaign_ids,
+            with_failed=with_failed,
+            failed_after=failed_after,
+            failed_limit=failed_limit,
+            refusals=recent_refusals(session, conn_id),
+        )
     return codec.encode_delivery_summary(summary)
+
+
+def read_batch(conn_id: str, batch: int, after_id: int, limit: int) -> bytes:
+    """One page of the reports of ``batch`` (an asset event), as the answer's body."""
+    from airflow.utils.session import create_session
+
+    from airflow_provider_sms.delivery_reports.store import batch_page
+
+    with create_session(scoped=False) as session:
+        page = batch_page(session, conn_id, batch, after_id=after_id, limit=limit)
+    return codec.encode_batch_page(page)
+
+
+class TablesCheck:
+    """Whether the tables are there, looked at most every :data:`HEALTH_TTL` seconds."""
+
+    def __init__(self) -> None:
+        self._answer: tuple[int, dict[str, str]] | None = None
+        self._checked_at = 0.0
+
+    def answer(self) -> tuple[int, dict[str, str]]:
+        """(HTTP status, body) of the health probe."""
+        now = time.monotonic()
+        if self._answer is None or now - self._checked_at >= HEALTH_TTL:
+            self._answer, self._checked_at = self._check(), now
+        return self._answer
+
+    @staticmethod
+    def _check() -> tuple[int, dict[str, str]]:
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        from airflow_provider_sms.delivery_reports.tables import metadata
+
+        try:
+            with create_session(scoped=False) as session:
+                for table in metadata.tables.values():
+                    session.execute(select(*table.primary_key.columns).limit(1))
+        except Exception as exc:
+            if tables_missing(exc):
+                return 503, {"status": "unhealthy", "detail": MIGRATE_HINT}
+            log.error("Delivery reports: the health probe cannot reach the database: %s", exc)
+            return 503, {"status": "unhealthy", "detail": "the metadata database is unreachable"}
+        return 200, {"status": "healthy"}
 
 
 # The steps of ``receive``, in the order it takes them (the module's docstring lists them).
@@ -247,23 +282,16 @@ def decode_report(body: bytes) -> DeliveryReport:
         raise Refusal(422, str(exc)) from None
 
 
-async def store(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) -> bool:
-    """:func:`store_report` off the event loop; 503 when the database cannot take the report.
+async def store(writer: GroupCommit, conn_id: str, report: DeliveryReport) -> bool:
+    """Store ``report`` (committed, possibly with other calls' reports); 503 when it cannot be.
 
+    :param writer: the group commit the receiver's calls share.
     :param conn_id: the connection the call names.
     :param report: the report, checked.
-    :param assets: which assets DAGs declare.
     """
     try:
-        return await run_in_threadpool(store_report, conn_id, report, assets)
-    except Exception:
-        log.exception(
-            "Delivery reports for %s: report of campaign %s for %s not stored (is the table there? run "
-            "`airflow db migrate`; see the Delivery reports page)",
-            conn_id,
-            report.campaign_id,
-            report.destination,
-        )
+        return await writer.store(conn_id, report)
+    except StoreFailed:
         raise Refusal(
             503,
             "the report could not be stored; try again later",
@@ -271,12 +299,15 @@ async def store(conn_id: str, report: DeliveryReport, assets: DeclaredAssets) ->
         ) from None
 
 
-def check_summary_key(request: Request, receiving: ReceivingConnection) -> None:
-    """401 unless the call carries the key derived from the connection's access token.
+async def check_reader(connections: Connections, request: Request, conn_id: str) -> None:
+    """404 unless ``conn_id`` receives reports; 401 unless the call carries the key derived from its
+    access token (the summary's and the batches' reader: a worker or the triggerer).
 
+    :param connections: where connections are read.
     :param request: the call.
-    :param receiving: the connection the call names.
+    :param conn_id: the connection the call names.
     """
+    receiving, _ = await check_connection(connections, conn_id)
     given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     token = receiving.hook.settings.token
     if not given or not hmac.compare_digest(given.encode(), read_key(token).encode()):
@@ -291,49 +322,129 @@ async def refused(request: Request, exc: Refusal) -> Response:
     return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
 
-def build_app(connections: Connections | None = None) -> FastAPI:
+@contextmanager
+def counted(refusals: RefusalCounter, conn_id: str, reason: str) -> Iterator[None]:
+    """Count a refusal raised in the block for ``conn_id`` under ``reason``, then let it go on."""
+    try:
+        yield
+    except Refusal as exc:
+        refusals.count(conn_id, reason, exc.detail)
+        raise
+
+
+def group_commit_rows() -> int:
+    """``[sms] delivery_report_group_commit``: the most reports one commit stores (1: no grouping)."""
+    from airflow.configuration import conf
+
+    return max(1, conf.getint("sms", "delivery_report_group_commit", fallback=DEFAULT_GROUP_COMMIT))
+
+
+def build_app(connections: Connections | None = None, *, group_commit: int | None = None) -> FastAPI:
     """The receiver's app, mounted by the plugin under ``/sms`` on the API server.
 
+    Its lifespan (which Airflow's API server runs for mounted apps) runs the flusher.
+
     :param connections: where connections are read (a fresh :class:`Connections` when None).
+    :param group_commit: the most reports in one commit (``[sms] delivery_report_group_commit`` when None).
     """
     connections = connections or Connections()
-    assets = DeclaredAssets()
+    refusals = RefusalCounter()
+    flush_rows: set[str] = set()
+    writer = GroupCommit(
+        lambda reports: write_reports(reports, flush_rows),
+        group_commit if group_commit is not None else group_commit_rows(),
+    )
+    tables = TablesCheck()
+
+    def limits(conn_id: str) -> tuple[int, float]:
+        try:
+            settings = connections.get(conn_id).settings
+        except Refusal:
+            settings = None
+        if settings is None:
+            return default_limits(conn_id)
+        return settings.event_max_reports, settings.event_interval
+
+    flusher = Flusher(limits, refusals)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(flusher.run(), name="sms delivery-report flusher")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
     app = FastAPI(
         title="SMS delivery reports",
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
         exception_handlers={Refusal: refused},
+        lifespan=lifespan,
     )
+    app.state.flusher = flusher
 
     @app.get("/delivery-reports/_health")
-    async def health() -> dict[str, str]:
-        # For load balancers and probes: no connection, no database, nothing a caller can learn.
-        return {"status": "healthy"}
+    async def health() -> Response:
+        # For load balancers and probes: no connection, nothing a caller can learn but the tables' state.
+        status, body = await run_in_threadpool(tables.answer)
+        return JSONResponse(body, status_code=status)
 
     @app.post("/delivery-reports/{conn_id}")
     async def receive(conn_id: str, request: Request) -> Response:
         receiving, settings = await check_connection(connections, conn_id)
-        check_caller(request, settings, conn_id)
-        body = await read_body(request, settings.max_body)
-        check_content_type(request)
-        await check_signature(connections, receiving, request)
-        check_json(body)
-        report = decode_report(body)
-        stored = await store(conn_id, report, assets)
+        with counted(refusals, conn_id, "caller_not_allowed"):
+            check_caller(request, settings, conn_id)
+        with counted(refusals, conn_id, "invalid_report"):
+            body = await read_body(request, settings.max_body)
+            check_content_type(request)
+        try:
+            await check_signature(connections, receiving, request)
+        except Refusal as exc:
+            reason = "signature_unavailable" if exc.status == 503 else "bad_signature"
+            refusals.count(conn_id, reason, exc.detail)
+            raise
+        with counted(refusals, conn_id, "invalid_report"):
+            check_json(body)
+            report = decode_report(body)
+        with counted(refusals, conn_id, "store_unavailable"):
+            stored = await store(writer, conn_id, report)
         return JSONResponse({"outcome": "recorded" if stored else "duplicate"})
 
     @app.get("/delivery-reports/{conn_id}/summary")
     async def summary(
         conn_id: str,
         request: Request,
-        campaign_id: Annotated[list[int], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
+        campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
         failed: bool = False,
+        failed_after: Annotated[str | None, Query(max_length=32)] = None,
+        failed_limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_PAGE,
     ) -> Response:
-        receiving = await run_in_threadpool(connections.get, conn_id)
-        check_summary_key(request, receiving)
-        require_settings(receiving, conn_id)
-        body = await run_in_threadpool(read_summary, conn_id, campaign_id, failed)
+        await check_reader(connections, request, conn_id)
+        try:
+            body = await run_in_threadpool(
+                read_summary, conn_id, campaign_id, failed, failed_after, failed_limit
+            )
+        except SQLAlchemyError as exc:
+            raise database_refusal(exc, conn_id, "summary") from None
+        return Response(body, media_type="application/json")
+
+    @app.get("/delivery-reports/{conn_id}/batches/{batch}")
+    async def batch_page(
+        conn_id: str,
+        batch: Annotated[int, Path(ge=1, le=MAX_BIGINT)],
+        request: Request,
+        after_id: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
+        limit: Annotated[int, Query(ge=1, le=REPORTS_PAGE)] = REPORTS_PAGE,
+    ) -> Response:
+        await check_reader(connections, request, conn_id)
+        try:
+            body = await run_in_threadpool(read_batch, conn_id, batch, after_id, limit)
+        except SQLAlchemyError as exc:
+            raise database_refusal(exc, conn_id, "batch's reports") from None
         return Response(body, media_type="application/json")
 
     return app

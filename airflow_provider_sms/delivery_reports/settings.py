@@ -1,6 +1,7 @@
 """What an ``sms`` connection's extra says about delivery reports, read the same way on both sides.
 
-The API server's receiver reads ``dlr_webhook_id``, ``dlr_allowed_callers`` and ``dlr_max_body``;
+The API server's receiver reads ``dlr_webhook_id``, ``dlr_allowed_callers`` and ``dlr_max_body``, and
+its flusher ``dlr_event_max_reports`` and ``dlr_event_interval``;
 the workers and the triggerer read ``dlr_api_url`` to reach the receiver's summary. Both derive the
 summary's key from the access token, so no second secret has to be shared. Not public API.
 """
@@ -23,12 +24,18 @@ if TYPE_CHECKING:
 URL_PREFIX = "/sms"
 RECEIVER_PATH = "/delivery-reports/{conn_id}"
 SUMMARY_PATH = "/delivery-reports/{conn_id}/summary"
+BATCH_PATH = "/delivery-reports/{conn_id}/batches/{batch}"
 # The header the service puts the webhook's signature in.
 SIGNATURE_HEADER = "X-SMSFactor-Signature"
 # The addresses the service documents for its webhook calls.
 SERVICE_CALLERS = ("51.159.7.123", "51.159.21.54")
 # A report is about 250 bytes; 16 KiB leaves room and still refuses a flood early.
 DEFAULT_MAX_BODY = 16 * 1024
+# An asset event names at most this many reports, and none waits longer than this for its event.
+DEFAULT_EVENT_MAX_REPORTS = 1000
+DEFAULT_EVENT_INTERVAL = 5.0
+EVENT_MAX_REPORTS_RANGE = (1, 10_000)
+EVENT_INTERVAL_RANGE = (0.1, 3600.0)
 # What the summary's key is derived for: the same token yields other keys for other purposes.
 _READ_KEY_PURPOSE = b"airflow-provider-sms/delivery-reports/summary"
 
@@ -42,11 +49,15 @@ class ReceiverSettings:
     :param webhook_id: the DLR webhook's id at the service, whose signature the calls must carry.
     :param allowed_callers: the networks a call may come from; None lets any address in.
     :param max_body: the largest body read, in bytes.
+    :param event_max_reports: the most reports one asset event names.
+    :param event_interval: the longest a stored report waits for its asset event, in seconds.
     """
 
     webhook_id: str
     allowed_callers: tuple[Network, ...] | None
     max_body: int
+    event_max_reports: int = DEFAULT_EVENT_MAX_REPORTS
+    event_interval: float = DEFAULT_EVENT_INTERVAL
 
     def allows(self, address: str | None) -> bool:
         """Whether a call from ``address`` (the client address the API server saw) may go on."""
@@ -56,7 +67,12 @@ class ReceiverSettings:
             caller = ipaddress.ip_address(address or "")
         except ValueError:
             return False
-        return any(caller in network for network in self.allowed_callers)
+        # A dual-stack socket (e.g. `airflow api-server --host ::`) reports IPv4 callers as ::ffff:a.b.c.d:
+        # such a caller is also the IPv4 address it is.
+        callers = [caller]
+        if isinstance(caller, ipaddress.IPv6Address) and caller.ipv4_mapped is not None:
+            callers.append(caller.ipv4_mapped)
+        return any(one in network for one in callers for network in self.allowed_callers)
 
 
 def receiver_settings(extra: Mapping[str, Any], *, conn_id: str) -> ReceiverSettings | None:
@@ -77,7 +93,34 @@ def receiver_settings(extra: Mapping[str, Any], *, conn_id: str) -> ReceiverSett
         webhook_id=str(webhook_id),
         allowed_callers=_allowed_callers(extra.get("dlr_allowed_callers"), where),
         max_body=_max_body(extra.get("dlr_max_body"), where),
+        event_max_reports=int(
+            _number(extra, "dlr_event_max_reports", DEFAULT_EVENT_MAX_REPORTS, EVENT_MAX_REPORTS_RANGE, where)
+        ),
+        event_interval=_number(
+            extra, "dlr_event_interval", DEFAULT_EVENT_INTERVAL, EVENT_INTERVAL_RANGE, where
+        ),
     )
+
+
+def _number(
+    extra: Mapping[str, Any], field: str, default: float, bounds: tuple[float, float], where: str
+) -> float:
+    """``extra[field]`` as a number within ``bounds`` (whole when they are); ``default`` when unset."""
+    value = extra.get(field)
+    if value in (None, ""):
+        return default
+    whole = all(isinstance(bound, int) for bound in bounds)
+    try:
+        number = float(str(value))
+    except ValueError:
+        number = float("nan")
+    low, high = bounds
+    if not low <= number <= high or (whole and not number.is_integer()):
+        kind = "a whole number" if whole else "a number"
+        raise SmsValidationError.for_field(
+            field, f"{where} {field} must be {kind} from {low} to {high}; got {value!r}"
+        )
+    return number
 
 
 def _allowed_callers(value: object, where: str) -> tuple[Network, ...] | None:
@@ -124,8 +167,10 @@ def read_key(token: str) -> str:
     return hmac.new(token.encode(), _READ_KEY_PURPOSE, hashlib.sha256).hexdigest()
 
 
-def summary_url(extra: Mapping[str, Any], *, conn_id: str, default_api_url: str) -> str:
-    """Where the receiver's summary of connection ``conn_id`` is.
+def receiver_url(
+    extra: Mapping[str, Any], *, conn_id: str, default_api_url: str, path: str, **fields: Any
+) -> str:
+    """Where one of the receiver's endpoints for ``conn_id`` is (``path`` filled with ``fields``).
 
     :param extra: the connection's extra; its ``dlr_api_url`` (the API server's base URL as the
         workers reach it) wins over ``default_api_url``.
@@ -138,7 +183,7 @@ def summary_url(extra: Mapping[str, Any], *, conn_id: str, default_api_url: str)
             f"connection {conn_id!r}: the API server's URL is unknown or has no scheme ({base!r}); set "
             "the connection's extra dlr_api_url (e.g. 'http://airflow-api:8080') or [api] base_url",
         )
-    return base + URL_PREFIX + SUMMARY_PATH.format(conn_id=quote(conn_id, safe=""))
+    return base + URL_PREFIX + path.format(conn_id=quote(conn_id, safe=""), **fields)
 
 
 def asset_name(conn_id: str) -> str:

@@ -1,69 +1,41 @@
-"""The durable record of delivery reports: one table in Airflow's metadata database. Not public API.
+"""Writing reports in, and reading what campaigns stand at. Not public API.
 
 A report is stored once per connection: the same report posted again (the service retries until it
-gets a 2xx) has the same digest, which the table's unique key refuses. The API server's receiver
-writes here; its summary endpoint reads here. Imported on the API server only.
+gets a 2xx) has the same digest, which the table's unique key refuses. The receiver writes reports
+here; the summary and the reports of asset events are read here. The tables are in :mod:`.tables`;
+the flusher that keeps the summary's tables is :mod:`.batches`. Imported on the API server only.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from airflow.utils.sqlalchemy import UtcDateTime
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    UniqueConstraint,
-    func,
-    select,
-)
+from sqlalchemy import func, insert, select
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.delivery_reports.summary import DeliverySummary
-from airflow_provider_sms.models import (
-    DELIVERED_STATUSES,
-    DELIVERY_STATUSES,
-    PENDING_DELIVERY_STATUSES,
-    DeliveryReport,
+from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary, StoredReport
+from airflow_provider_sms.delivery_reports.tables import (
+    delivery_count_table,
+    delivery_flush_table,
+    delivery_message_table,
+    delivery_report_table,
 )
+from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from sqlalchemy.orm import Session
 
-TABLE_NAME = "sms_delivery_report"
-# A table of our own, on a MetaData of our own: Airflow's migrations never see it, ours never see Airflow's.
-metadata = MetaData()
+    from airflow_provider_sms.delivery_reports.summary import RefusalCount
+    from airflow_provider_sms.models import DeliveryReport
 
-
-delivery_report_table = Table(
-    TABLE_NAME,
-    metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("conn_id", String(250), nullable=False),
-    # SHA-256 of the connection id and the report as re-encoded: equal for a retried delivery.
-    Column("digest", String(64), nullable=False),
-    Column("campaign_id", BigInteger, nullable=False),
-    Column("destination", String(32), nullable=False),
-    Column("message_id", String(128)),
-    Column("status", Integer, nullable=False),
-    Column("final", Boolean, nullable=False),
-    Column("country_code", String(8)),
-    # Airflow's column type: UTC on every database (SQLite and MySQL store no offset).
-    Column("reported_at", UtcDateTime, nullable=False),
-    Column("received_at", UtcDateTime, nullable=False),
-    UniqueConstraint("conn_id", "digest", name="sms_delivery_report_conn_id_digest_uq"),
-    Index("idx_sms_delivery_report_campaign", "conn_id", "campaign_id", "destination"),
-)
+# The most failed numbers one summary call returns; the next page starts after the last one.
+FAILED_PAGE = 10_000
+# The most reports one call for the reports of asset events returns.
+REPORTS_PAGE = 5_000
 
 
 def report_digest(conn_id: str, report: DeliveryReport) -> str:
@@ -71,65 +43,179 @@ def report_digest(conn_id: str, report: DeliveryReport) -> str:
     return hashlib.sha256(conn_id.encode() + b"\0" + codec.encode_delivery_report(report)).hexdigest()
 
 
-def insert_report(session: Session, conn_id: str, report: DeliveryReport) -> None:
-    """Add ``report`` to the table in ``session``'s transaction; a duplicate raises IntegrityError."""
-    session.execute(
-        delivery_report_table.insert().values(
-            conn_id=conn_id,
-            digest=report_digest(conn_id, report),
-            campaign_id=report.campaign_id,
-            destination=report.destination,
-            message_id=report.message_id,
-            status=report.status,
-            final=report.final,
-            country_code=report.country_code,
-            reported_at=report.date.astimezone(timezone.utc),
-            received_at=datetime.now(timezone.utc),
+def report_row(conn_id: str, report: DeliveryReport, received_at: datetime) -> dict[str, Any]:
+    """The table row of ``report``, received for ``conn_id`` at ``received_at``."""
+    return {
+        "conn_id": conn_id,
+        "digest": report_digest(conn_id, report),
+        "campaign_id": report.campaign_id,
+        "destination": report.destination,
+        "message_id": report.message_id,
+        "status": report.status,
+        "final": report.final,
+        "country_code": report.country_code,
+        "reported_at": report.date.astimezone(timezone.utc),
+        "received_at": received_at,
+        "batch": None,
+    }
+
+
+def _insert_ignoring_duplicates(
+    session: Session, table: Any, rows: list[dict[str, Any]], key: list[str]
+) -> Any:
+    """An INSERT of ``rows`` that skips those whose ``key`` is taken (PostgreSQL and SQLite), else None."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(session.get_bind().dialect.name)
+    if dialect is None:
+        return None
+    return dialect.insert(table).values(rows).on_conflict_do_nothing(index_elements=key)
+
+
+def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport]]) -> list[bool]:
+    """Add ``reports`` (connection id, report) in ``session``'s transaction, one statement on
+    PostgreSQL and SQLite; for each, whether it is new (False: stored before, or earlier in the list).
+    """
+    received_at = datetime.now(timezone.utc)
+    rows = [report_row(conn_id, report, received_at) for conn_id, report in reports]
+    keys = [(row["conn_id"], row["digest"]) for row in rows]
+    # The service may post a report again while its first post is in this very batch.
+    first = {key: index for index, key in reversed(list(enumerate(keys)))}
+    unique = [rows[index] for index in sorted(first.values())]
+    statement = _insert_ignoring_duplicates(session, delivery_report_table, unique, ["conn_id", "digest"])
+    if statement is not None:
+        columns = delivery_report_table.c
+        inserted = {tuple(row) for row in session.execute(statement.returning(columns.conn_id, columns.digest))}
+    else:
+        inserted = set()
+        for row in unique:
+            from sqlalchemy.exc import IntegrityError
+
+            try:
+                with session.begin_nested():
+                    session.execute(insert(delivery_report_table).values(row))
+                inserted.add((row["conn_id"], row["digest"]))
+            except IntegrityError:
+                pass
+    return [key in inserted and first[key] == index for index, key in enumerate(keys)]
+
+
+def ensure_flush_rows(session: Session, conn_ids: Iterable[str]) -> None:
+    """Give each connection its flusher's row (the watermark, and what the flusher locks), if it has none."""
+    rows = [{"conn_id": conn_id, "last_batch": 0, "reports": 0, "flushed_at": None} for conn_id in conn_ids]
+    if not rows:
+        return
+    statement = _insert_ignoring_duplicates(session, delivery_flush_table, rows, ["conn_id"])
+    if statement is not None:
+        session.execute(statement)
+        return
+    known = set(
+        session.scalars(
+            select(delivery_flush_table.c.conn_id).where(
+                delivery_flush_table.c.conn_id.in_([r["conn_id"] for r in rows])
+            )
         )
     )
+    missing = [row for row in rows if row["conn_id"] not in known]
+    if missing:
+        session.execute(insert(delivery_flush_table), missing)
 
 
 def campaign_summary(
-    session: Session, conn_id: str, campaign_ids: Sequence[int], *, with_failed: bool = False
+    session: Session,
+    conn_id: str,
+    campaign_ids: Sequence[int],
+    *,
+    with_failed: bool = False,
+    failed_after: str | None = None,
+    failed_limit: int = FAILED_PAGE,
+    refusals: list[RefusalCount] | None = None,
 ) -> DeliverySummary:
-    """Where the messages of ``campaign_ids`` stand: each at its latest status (final first, then date).
+    """Where the messages of ``campaign_ids`` stand, from the counts the flusher keeps (no report read).
 
-    :param with_failed: also list the numbers whose final status is not ``delivered``.
+    :param with_failed: also list the numbers whose final status is not ``delivered`` (one page).
+    :param failed_after: the page starts after this number (the previous page's ``failed_next``).
+    :param failed_limit: the most numbers in the page.
+    :param refusals: what the receiver refused for the connection lately, returned as given.
     """
-    columns = delivery_report_table.c
-    rank = (
-        func.row_number()
-        .over(
-            partition_by=(columns.campaign_id, columns.destination),
-            order_by=(columns.final.desc(), columns.reported_at.desc(), columns.id.desc()),
-        )
-        .label("rank")
-    )
-    latest = (
-        select(columns.destination, columns.status, columns.final, rank)
-        .where(columns.conn_id == conn_id, columns.campaign_id.in_(list(campaign_ids)))
-        .subquery()
-    )
-    counts = session.execute(
-        select(latest.c.status, func.count()).where(latest.c.rank == 1).group_by(latest.c.status)
+    counts_table = delivery_count_table.c
+    summed = session.execute(
+        select(counts_table.status, func.sum(counts_table.messages))
+        .where(counts_table.conn_id == conn_id, counts_table.campaign_id.in_(list(campaign_ids)))
+        .group_by(counts_table.status)
     ).all()
-    by_status = {DELIVERY_STATUSES.get(status, f"status {status}"): count for status, count in counts}
-    final_statuses = [status for status, _ in counts if status not in PENDING_DELIVERY_STATUSES]
-    failed_statuses = [status for status in final_statuses if status not in DELIVERED_STATUSES]
+    counts = [(int(status), int(count)) for status, count in summed if count]
+    final_statuses = {status for status, _ in counts if status not in PENDING_DELIVERY_STATUSES}
+    failed_statuses = {status for status in final_statuses if status not in DELIVERED_STATUSES}
     failed: list[str] | None = None
+    failed_next: str | None = None
     if with_failed:
-        failed = list(
-            session.scalars(
-                select(latest.c.destination)
-                .where(latest.c.rank == 1, latest.c.status.in_(failed_statuses))
-                .order_by(latest.c.destination)
-            )
-        )
+        failed, failed_next = failed_numbers(session, conn_id, campaign_ids, failed_after, failed_limit)
     return DeliverySummary(
         campaign_ids=list(campaign_ids),
         reported=sum(count for _, count in counts),
-        by_status=by_status,
+        by_status={DELIVERY_STATUSES.get(status, f"status {status}"): count for status, count in counts},
         final=sum(count for status, count in counts if status in final_statuses),
         failed_count=sum(count for status, count in counts if status in failed_statuses),
         failed=failed,
+        failed_next=failed_next,
+        refusals=refusals or [],
     )
+
+
+def failed_numbers(
+    session: Session, conn_id: str, campaign_ids: Sequence[int], after: str | None, limit: int
+) -> tuple[list[str], str | None]:
+    """One page of the failed numbers of ``campaign_ids``, in number order, and where the next starts."""
+    messages = delivery_message_table.c
+    query = (
+        select(messages.destination)
+        .where(
+            messages.conn_id == conn_id,
+            messages.campaign_id.in_(list(campaign_ids)),
+            messages.failed.is_(True),
+        )
+        .order_by(messages.destination)
+        .distinct()
+        .limit(limit + 1)
+    )
+    if after is not None:
+        query = query.where(messages.destination > after)
+    page = list(session.scalars(query))
+    if len(page) > limit:
+        return page[:limit], page[limit - 1]
+    return page, None
+
+
+def batch_page(
+    session: Session, conn_id: str, batch: int, *, after_id: int = 0, limit: int = REPORTS_PAGE
+) -> BatchPage:
+    """The reports of ``batch`` (one asset event) with id above ``after_id``, by id: one page."""
+    reports = delivery_report_table.c
+    rows = session.execute(
+        select(
+            reports.id,
+            reports.reported_at,
+            reports.status,
+            reports.destination,
+            reports.message_id,
+            reports.campaign_id,
+            reports.country_code,
+        )
+        .where(reports.conn_id == conn_id, reports.batch == batch, reports.id > after_id)
+        .order_by(reports.id)
+        .limit(limit + 1)
+    ).all()
+    page = [
+        StoredReport(
+            id=row.id,
+            date=row.reported_at,
+            status=row.status,
+            destination=row.destination,
+            message_id=row.message_id,
+            campaign_id=row.campaign_id,
+            country_code=row.country_code,
+        )
+        for row in rows[:limit]
+    ]
+    return BatchPage(reports=page, next_after_id=page[-1].id if len(rows) > limit else None)

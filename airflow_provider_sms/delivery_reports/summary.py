@@ -1,4 +1,5 @@
-"""The summary of a campaign's delivery reports: the provider's own shape, not the service's.
+"""The provider's own shapes of delivery reports, not the service's: a campaign's summary, and the
+reports of one asset event (a batch).
 
 The service never sends it: the receiver on the Airflow API server computes it from the reports it
 stored (:mod:`.store`) and serves it, and the delivery-reports sensor and trigger read it
@@ -9,7 +10,33 @@ the codec is imported, so that the hooks' import path does not load this package
 
 from __future__ import annotations
 
-from airflow_provider_sms.models import SmsModel
+import datetime as dt
+
+from airflow_provider_sms.models import DeliveryReport, SmsModel
+
+# Why the receiver refused a report, as counted for a connection (:class:`RefusalCount`).
+REFUSAL_REASONS: dict[str, str] = {
+    "caller_not_allowed": "the caller's address is not allowed (dlr_allowed_callers)",
+    "bad_signature": "the signature header is missing or is not the webhook's",
+    "signature_unavailable": "the webhook's signature could not be read from the service",
+    "invalid_report": "the body is not a valid report (too large, not JSON, or a field out of bounds)",
+    "store_unavailable": "the database could not store it (answered 503; the service retries)",
+}
+
+
+class RefusalCount(SmsModel):
+    """How many calls for a connection the receiver refused for one reason in the last hour.
+
+    :param reason: one of :data:`REFUSAL_REASONS`.
+    :param count: how many calls.
+    :param last_at: when the latest was refused.
+    :param last_detail: what that one was answered, e.g. ``calls from 10.0.0.7 are not allowed ...``.
+    """
+
+    reason: str
+    count: int
+    last_at: dt.datetime
+    last_detail: str
 
 
 class DeliverySummary(SmsModel):
@@ -23,7 +50,9 @@ class DeliverySummary(SmsModel):
     :param by_status: messages by status name, e.g. ``{"delivered": 950, "sent": 30, "expired": 20}``.
     :param final: messages whose status is final (anything but ``sent``).
     :param failed_count: messages whose final status is not ``delivered``.
-    :param failed: those messages' numbers, when asked for (else None).
+    :param failed: those messages' numbers in number order, when asked for (else None): one page.
+    :param failed_next: where the next page of failed numbers starts (None: this was the last).
+    :param refusals: what the receiver refused for this connection in the last hour, by reason.
     """
 
     campaign_ids: list[int]
@@ -32,7 +61,29 @@ class DeliverySummary(SmsModel):
     final: int
     failed_count: int
     failed: list[str] | None = None
+    failed_next: str | None = None
+    refusals: list[RefusalCount] = []
 
     def final_share(self, expected: int) -> float:
         """The share of ``expected`` messages that have a final status (1.0 when none are expected)."""
         return 1.0 if expected <= 0 else min(1.0, self.final / expected)
+
+
+class StoredReport(DeliveryReport):
+    """A report as stored by the receiver: its date in UTC, and its id (the order reports arrived in).
+
+    :param id: the report's id in the receiver's table.
+    """
+
+    id: int
+
+
+class BatchPage(SmsModel):
+    """A page of the reports of one batch (one asset event), by id.
+
+    :param reports: the reports.
+    :param next_after_id: the ``after_id`` of the next page (None: this was the last).
+    """
+
+    reports: list[StoredReport]
+    next_after_id: int | None = None

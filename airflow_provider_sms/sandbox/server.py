@@ -154,6 +154,8 @@ class ThreadedServer:
     :param proxy_headers: take the client's address from ``X-Forwarded-For`` when the peer is trusted
         (uvicorn's ``FORWARDED_ALLOW_IPS``, 127.0.0.1 by default), as ``airflow api-server
         --proxy-headers`` does; off by default, as in the API server without that flag.
+    :param lifespan: run the app's lifespan (startup and shutdown), as the Airflow API server does for
+        its apps; off by default (the sandbox's app has none).
     """
 
     def __init__(
@@ -164,6 +166,7 @@ class ThreadedServer:
         name: str = "the server",
         *,
         proxy_headers: bool = False,
+        lifespan: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -174,7 +177,7 @@ class ThreadedServer:
                 host=host,
                 port=port,
                 log_level="warning",
-                lifespan="off",
+                lifespan="on" if lifespan else "off",
                 access_log=False,
                 proxy_headers=proxy_headers,
             )

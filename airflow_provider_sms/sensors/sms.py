@@ -378,14 +378,11 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
     def summary_request(self, *, with_failed: bool = False) -> SummaryRequest:
         """Where the receiver's summary is, and the key to read it (both from the connection)."""
-        from airflow_provider_sms.delivery_reports.client import SummaryRequest
-        from airflow_provider_sms.delivery_reports.settings import read_key, summary_url
+        from airflow_provider_sms.delivery_reports.client import ReceiverAccess, SummaryRequest
+        from airflow_provider_sms.delivery_reports.settings import SUMMARY_PATH
 
-        extra = self.hook.get_connection(self.sms_conn_id).extra_dejson or {}
-        url = summary_url(
-            extra, conn_id=self.sms_conn_id, default_api_url=conf.get("api", "base_url", fallback="")
-        )
-        return SummaryRequest(url, read_key(self.hook.settings.token), self.wait.campaign_ids, with_failed)
+        access = ReceiverAccess.of(self.hook)
+        return SummaryRequest(access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed)
 
     def check_once(self) -> PokeReturnValue:
         """Read the summary; done when the share is reached or the deadline has passed."""

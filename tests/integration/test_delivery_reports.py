@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+from airflow.api_fastapi.app import lifespan as airflow_lifespan
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
@@ -24,7 +25,7 @@ from airflow_provider_sms.delivery_reports import delivery_reports_asset, report
 from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
 from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
-from airflow_provider_sms.delivery_reports.store import delivery_report_table
+from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
 from airflow_provider_sms.exceptions import SmsAuthError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
@@ -83,8 +84,52 @@ def stored(metadata_db: Any, campaign_id: int | None = None) -> int:
 @pytest.fixture
 def fresh_table(metadata_db: Any) -> Any:
     with metadata_db.engine.begin() as connection:
-        connection.execute(delivery_report_table.delete())
+        for table in metadata.tables.values():
+            connection.execute(table.delete())
     return metadata_db
+
+
+def flushed(metadata_db: Any, timeout: float = 15.0) -> None:
+    """Wait until the flusher has put every stored report in a batch."""
+    waiting = (
+        select(func.count()).select_from(delivery_report_table).where(delivery_report_table.c.batch.is_(None))
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        with metadata_db.engine.connect() as connection:
+            if not connection.scalar(waiting):
+                return
+        assert time.monotonic() < deadline, "the flusher did not put the reports in batches"
+        time.sleep(0.05)
+
+
+def asset_events(name: str) -> list[Any]:
+    """The events of asset ``name``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return list(
+            session.scalars(
+                select(AssetEvent)
+                .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .where(AssetModel.name == name)
+                .order_by(AssetEvent.id)
+            )
+        )
+
+
+def declare_asset(conn_id: str) -> Any:
+    """What the DAG processor writes when a DAG schedules on the connection's asset."""
+    from airflow.models.asset import AssetActive, AssetModel
+    from airflow.utils.session import create_session
+
+    asset = delivery_reports_asset(conn_id)
+    with create_session() as session:
+        if session.scalar(select(AssetModel).where(AssetModel.name == asset.name)) is None:
+            session.add(AssetModel(name=asset.name, uri=asset.uri))
+            session.add(AssetActive(name=asset.name, uri=asset.uri))
+    return asset
 
 
 def connection_env(
@@ -92,6 +137,8 @@ def connection_env(
 ) -> None:
     extra.setdefault("dlr_webhook_id", "1")
     extra.setdefault("dlr_allowed_callers", ["127.0.0.1"])
+    # Events within a fifth of a second: the tests need not wait the default 5 s.
+    extra.setdefault("dlr_event_interval", 0.2)
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", sandbox.connection_json("json", **extra))
 
 
@@ -101,10 +148,10 @@ def receiver(
 ) -> Iterator[ThreadedServer]:
     """The receiver's app on 127.0.0.1, sms_default receiving from 127.0.0.1 (webhook 1 of the sandbox)."""
     connection_env(monkeypatch, sms_sandbox)
-    # Mounted under /sms as the API server mounts plugin apps.
-    api_server = FastAPI()
+    # Mounted under /sms as the API server mounts plugin apps, whose lifespans (the flusher) it runs.
+    api_server = FastAPI(lifespan=airflow_lifespan)
     api_server.mount(URL_PREFIX, build_app())
-    with ThreadedServer(api_server, name="the receiver") as server:
+    with ThreadedServer(api_server, name="the receiver", lifespan=True) as server:
         yield server
 
 
@@ -302,43 +349,56 @@ def test_signature_unreadable_or_table_missing_is_503_which_the_service_retries(
     assert post(receiver, report()).json() == {"outcome": "recorded"}
 
 
-def test_a_report_becomes_an_event_of_the_connections_asset(
-    receiver: ThreadedServer, fresh_table: Any
+def test_reports_become_one_event_naming_their_batch_and_no_number(
+    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow.models.asset import AssetActive, AssetEvent, AssetModel
-    from airflow.utils.session import create_session
+    asset = declare_asset("sms_default")
+    before = len(asset_events(asset.name))
+    numbers = ["33600000042", "33600000043", "33600000044"]
+    for number in numbers:
+        assert post(receiver, report(destination=number, campaign_id=4242)).json() == {"outcome": "recorded"}
+    assert post(receiver, report(destination=numbers[0], campaign_id=4242)).json() == {"outcome": "duplicate"}
+    flushed(fresh_table)
+    (event,) = asset_events(asset.name)[before:]
+    assert event.extra["conn_id"] == "sms_default"
+    assert (event.extra["reports"], event.extra["campaign_ids"]) == (3, [4242])
+    assert event.extra["last_id"] - event.extra["first_id"] == 2
+    # Asset pages are readable by anyone who may read assets: no number in the event.
+    assert not any(number[2:] in json.dumps(event.extra) for number in numbers)
+    # A task reads the reports through the receiver, with the key derived from the connection's token.
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", receiver.url)
+    decoded = reports_from_events({asset.name: [event]})
+    assert [(r.destination, r.status_name, r.campaign_id) for r in decoded] == [
+        (number, "delivered", 4242) for number in numbers
+    ]
 
-    asset = delivery_reports_asset("sms_default")
-    with create_session() as session:
-        if session.scalar(select(AssetModel).where(AssetModel.name == asset.name)) is None:
-            # What the DAG processor writes when a DAG schedules on the asset.
-            session.add(AssetModel(name=asset.name, uri=asset.uri))
-            session.add(AssetActive(name=asset.name, uri=asset.uri))
-    assert post(receiver, report(destination="33600000042", campaign_id=4242)).status_code == 200
-    assert post(receiver, report(destination="33600000042", campaign_id=4242)).json() == {
-        "outcome": "duplicate"
-    }
-    with create_session() as session:
-        events = session.scalars(
-            select(AssetEvent)
-            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .where(AssetModel.name == asset.name)
-        ).all()
-        ours = [event for event in events if event.extra.get("campaign_id") == 4242]
-        assert len(ours) == 1
-        assert ours[0].extra["conn_id"] == "sms_default"
-        (decoded,) = reports_from_events({asset.name: ours})
-    assert (decoded.destination, decoded.status_name, decoded.campaign_id) == (
-        "33600000042",
-        "delivered",
-        4242,
-    )
+
+def test_events_hold_at_most_the_connections_batch_size_and_each_report_once(
+    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
+) -> None:
+    connection_env(monkeypatch, sms_sandbox, conn_id="sms_small", dlr_event_max_reports=2)
+    asset = declare_asset("sms_small")
+    numbers = [f"3360000010{index}" for index in range(5)]
+    for number in numbers:
+        assert (
+            post(receiver, report(destination=number, campaign_id=4343), conn_id="sms_small").status_code
+            == 200
+        )
+    flushed(fresh_table)
+    events = asset_events(asset.name)
+    assert [event.extra["reports"] for event in events] == [2, 2, 1]
+    assert [event.extra["batch"] for event in events] == [1, 2, 3]
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", receiver.url)
+    assert [r.destination for r in reports_from_events(events)] == numbers
 
 
 # ------------------------------------------------------------------------------------------ the summary
 
 
-def test_summary_counts_each_message_at_its_latest_final_status(receiver: ThreadedServer) -> None:
+def test_summary_counts_each_message_at_its_latest_final_status(
+    receiver: ThreadedServer, fresh_table: Any
+) -> None:
+    receiver_db = fresh_table
     posts = [
         report("33600000001", 1, date="2026-11-24T10:00:00+01:00"),
         report("33600000001", 3, date="2026-11-24T10:01:00+01:00"),
@@ -350,6 +410,7 @@ def test_summary_counts_each_message_at_its_latest_final_status(receiver: Thread
         report("33600000005", 3, campaign_id=999),  # another campaign, not asked for
     ]
     assert {post(receiver, body).status_code for body in posts} == {200}
+    flushed(receiver_db)
     result = summary(receiver, 777, 778, failed=True)
     assert result.by_status == {"delivered": 1, "expired": 1, "sent": 1, "invalid destination": 1}
     assert (result.reported, result.final, result.failed_count) == (4, 3, 2)
@@ -485,30 +546,38 @@ def test_the_sandbox_turns_reports_on_at_run_time_and_refuses_bad_settings(
     assert sms_sandbox.state.dlr_enabled is False  # back to the start-up's
 
 
-def test_without_a_dag_on_the_asset_reports_are_stored_and_that_is_said_once(
+def test_without_a_dag_on_the_asset_reports_are_stored_and_counted_and_that_is_said_once(
     receiver: ThreadedServer,
     fresh_table: Any,
     sms_sandbox: SandboxServer,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.models.asset import AssetModel
     from airflow.utils.session import create_session
 
     connection_env(monkeypatch, sms_sandbox, conn_id="sms_nobody_schedules")
-    with caplog.at_level("INFO", logger="airflow_provider_sms.delivery_reports.receiver"):
+    with caplog.at_level("INFO", logger="airflow_provider_sms.delivery_reports.batches"):
         for index in range(3):
             body = report(f"3360000010{index}", campaign_id=5151)
             assert post(receiver, body, conn_id="sms_nobody_schedules").status_code == 200
-    assert stored(fresh_table, 5151) == 3
+        flushed(fresh_table)
+        for index in range(3, 5):
+            body = report(f"3360000010{index}", campaign_id=5151)
+            assert post(receiver, body, conn_id="sms_nobody_schedules").status_code == 200
+        flushed(fresh_table)
+    assert stored(fresh_table, 5151) == 5
     said = [
         r for r in caplog.records if "No DAG schedules on asset 'sms_delivery_reports/sms_nobody" in r.message
     ]
     assert len(said) == 1
     with create_session() as session:
         assert session.scalar(select(AssetModel).where(AssetModel.name.like("%sms_nobody_schedules"))) is None
-        events = session.scalars(select(AssetEvent)).all()
-        assert not [event for event in events if event.extra.get("campaign_id") == 5151]
+    # Counted all the same: the wait does not need a DAG on the asset.
+    request = SummaryRequest(
+        f"{receiver.url}/sms/delivery-reports/sms_nobody_schedules/summary", read_key(TEST_TOKEN), [5151]
+    )
+    assert fetch_summary(request).by_status == {"delivered": 5}
 
 
 def test_the_health_probe_answers_without_a_connection(receiver: ThreadedServer) -> None:

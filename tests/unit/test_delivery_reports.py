@@ -12,10 +12,12 @@ from airflow_provider_sms.delivery_reports import delivery_reports_asset, report
 from airflow_provider_sms.delivery_reports.client import judge_summary
 from airflow_provider_sms.delivery_reports.connections import Connections, Refusal
 from airflow_provider_sms.delivery_reports.settings import (
+    BATCH_PATH,
     DEFAULT_MAX_BODY,
+    SUMMARY_PATH,
     read_key,
     receiver_settings,
-    summary_url,
+    receiver_url,
 )
 from airflow_provider_sms.delivery_reports.summary import DeliverySummary
 from airflow_provider_sms.exceptions import (
@@ -73,18 +75,21 @@ def test_bad_settings_name_the_field_and_the_rule(extra: dict[str, Any], field: 
     assert "connection 'sms_x'" in str(caught.value)
 
 
-def test_the_summary_url_prefers_the_connections_and_needs_a_scheme() -> None:
+def test_the_receivers_urls_prefer_the_connections_and_need_a_scheme() -> None:
+    extra = {"dlr_api_url": "http://api:8080/"}
     assert (
-        summary_url(
-            {"dlr_api_url": "http://api:8080/"}, conn_id="sms default", default_api_url="http://other"
-        )
+        receiver_url(extra, conn_id="sms default", default_api_url="http://other", path=SUMMARY_PATH)
         == "http://api:8080/sms/delivery-reports/sms%20default/summary"
     )
-    assert summary_url({}, conn_id="c", default_api_url="https://airflow.example.com").startswith(
-        "https://airflow.example.com/sms/"
+    assert (
+        receiver_url(extra, conn_id="sms/x", default_api_url="", path=BATCH_PATH, batch=12)
+        == "http://api:8080/sms/delivery-reports/sms%2Fx/batches/12"
     )
+    assert receiver_url(
+        {}, conn_id="c", default_api_url="https://airflow.example.com", path=SUMMARY_PATH
+    ).startswith("https://airflow.example.com/sms/")
     with pytest.raises(SmsValidationError, match="dlr_api_url"):
-        summary_url({}, conn_id="c", default_api_url="")
+        receiver_url({}, conn_id="c", default_api_url="", path=SUMMARY_PATH)
 
 
 def test_the_read_key_is_derived_not_the_token() -> None:

@@ -1,7 +1,8 @@
-"""The delivery-report table's Alembic migration makes exactly what the ORM definition declares.
+"""The delivery-report tables' Alembic migrations make exactly what the table definitions declare.
 
-``airflow db migrate`` creates the table from the ORM on a new database and runs the migrations on one
-that has them: both must give the same table, or an upgraded deployment would differ from a new one.
+``airflow db migrate`` creates the tables from the definitions on a new database and runs the
+migrations on one that has them: both must give the same tables, or an upgraded deployment would differ
+from a new one. Reports stored before the batches are counted into the summary's tables on the way.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from typing import TYPE_CHECKING
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
-from airflow_provider_sms.delivery_reports.store import TABLE_NAME, metadata
+from airflow_provider_sms.delivery_reports.tables import TABLE_NAMES, metadata
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,15 +29,66 @@ def test_the_migration_makes_the_table_the_orm_declares(tmp_path: Path) -> None:
         command.upgrade(config, "heads")
     with engine.connect() as connection:
         tables = set(inspect(connection).get_table_names())
-        assert {TABLE_NAME, SmsDeliveryReportsDBManager.version_table_name} <= tables
-        # Our table only (the version table is Alembic's own).
+        assert {*TABLE_NAMES, SmsDeliveryReportsDBManager.version_table_name} <= tables
+        # Our tables only (the version table is Alembic's own).
         context = MigrationContext.configure(
             connection,
-            opts={"include_object": lambda _o, name, kind, *_: kind != "table" or name == TABLE_NAME},
+            opts={"include_object": lambda _o, name, kind, *_: kind != "table" or name in TABLE_NAMES},
         )
         assert compare_metadata(context, metadata) == []
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.downgrade(config, "base")
     with engine.connect() as connection:
-        assert TABLE_NAME not in inspect(connection).get_table_names()
+        assert not set(TABLE_NAMES) & set(inspect(connection).get_table_names())
+
+
+def test_reports_stored_before_the_batches_are_counted_and_get_no_second_event(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'metadata.db'}")
+    config = SmsDeliveryReportsDBManager(session=None).get_alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "5d1f0c2a9b71")
+        rows = [
+            # number, status, final, reported at (hour): 2 ends delivered, 3 ends expired, 4 is still sent.
+            ("33600000002", 1, False, 9),
+            ("33600000002", 3, True, 10),
+            ("33600000003", 12, True, 11),
+            ("33600000004", 1, False, 12),
+        ]
+        for index, (number, status, final, hour) in enumerate(rows):
+            connection.execute(
+                text(
+                    "INSERT INTO sms_delivery_report (conn_id, digest, campaign_id, destination, status, "
+                    "final, reported_at, received_at) VALUES ('sms_default', :digest, 7, :number, :status, "
+                    ":final, :at, :at)"
+                ),
+                {
+                    "digest": str(index),
+                    "number": number,
+                    "status": status,
+                    "final": final,
+                    "at": f"2026-11-24 {hour:02d}:00:00",
+                },
+            )
+        command.upgrade(config, "heads")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT DISTINCT batch FROM sms_delivery_report")).scalars().all() == [
+            0
+        ]
+        messages = connection.execute(
+            text("SELECT destination, status, failed FROM sms_delivery_message ORDER BY destination")
+        ).all()
+        assert [tuple(m) for m in messages] == [
+            ("33600000002", 3, 0),
+            ("33600000003", 12, 1),
+            ("33600000004", 1, 0),
+        ]
+        counts = connection.execute(
+            text("SELECT status, messages FROM sms_delivery_count ORDER BY status")
+        ).all()
+        assert [tuple(c) for c in counts] == [(1, 1), (3, 1), (12, 1)]
+        assert tuple(connection.execute(text("SELECT reports FROM sms_delivery_campaign")).one()) == (4,)
+        assert tuple(
+            connection.execute(text("SELECT last_batch, reports FROM sms_delivery_flush")).one()
+        ) == (0, 4)

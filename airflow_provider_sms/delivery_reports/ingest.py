@@ -1,0 +1,119 @@
+"""Reports in at storage speed: concurrent calls share one INSERT and one commit. Not public API.
+
+Each receiving call hands its report to :class:`GroupCommit` and waits. While one commit is under way,
+the reports of the calls arriving meanwhile gather; the next commit takes them all (up to
+``max_rows``) in one multi-row INSERT. Every call is answered only after the commit that holds its
+report, so nothing acknowledged is lost; a commit that fails is each of its calls' 503, which the
+service retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from starlette.concurrency import run_in_threadpool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from airflow_provider_sms.models import DeliveryReport
+
+log = logging.getLogger(__name__)
+
+Pending = tuple[str, "DeliveryReport"]
+
+
+class StoreFailed(Exception):
+    """The commit that held a call's report failed (logged once, with its cause, for the whole batch)."""
+
+
+def write_reports(reports: Sequence[Pending], flush_rows: set[str]) -> list[bool]:
+    """Insert ``reports`` and commit; for each, whether it is new (False: a duplicate).
+
+    :param flush_rows: the connections known to have their flusher's row; grows with the new ones.
+    """
+    from airflow.utils.session import create_session
+
+    from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
+
+    new_connections = {conn_id for conn_id, _ in reports} - flush_rows
+    # Leaving the block commits: the calls are answered only after it returns.
+    with create_session(scoped=False) as session:
+        stored = insert_reports(session, reports)
+        ensure_flush_rows(session, new_connections)
+    flush_rows |= new_connections
+    return stored
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is about the rows (one bad report) rather than the database being unreachable."""
+    from sqlalchemy.exc import DataError, IntegrityError
+
+    return isinstance(exc, (DataError, IntegrityError))
+
+
+class GroupCommit:
+    """Shares commits between concurrent calls; with ``max_rows=1`` each call commits alone.
+
+    :param write: stores a list of reports in one transaction, returning for each whether it is new.
+    :param max_rows: the most reports in one commit.
+    """
+
+    def __init__(self, write: Callable[[Sequence[Pending]], list[bool]], max_rows: int = 500) -> None:
+        self._write = write
+        self._max_rows = max_rows
+        self._waiting: list[tuple[str, DeliveryReport, asyncio.Future[bool | StoreFailed]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def store(self, conn_id: str, report: DeliveryReport) -> bool:
+        """Store ``report``; True once committed, False when it was stored before; raises StoreFailed."""
+        if self._max_rows <= 1:
+            outcome = (await self._commit([(conn_id, report)]))[0]
+        else:
+            future: asyncio.Future[bool | StoreFailed] = asyncio.get_running_loop().create_future()
+            self._waiting.append((conn_id, report, future))
+            if self._writer is None:
+                self._writer = asyncio.create_task(self._write_waiting())
+            # Shielded: a caller that hangs up does not cancel the commit its report shares with others.
+            outcome = await asyncio.shield(future)
+        if isinstance(outcome, StoreFailed):
+            raise outcome
+        return outcome
+
+    async def _write_waiting(self) -> None:
+        try:
+            while self._waiting:
+                taken, self._waiting = self._waiting[: self._max_rows], self._waiting[self._max_rows :]
+                outcomes = await self._commit([(conn_id, report) for conn_id, report, _ in taken])
+                for (*_, future), outcome in zip(taken, outcomes, strict=True):
+                    if not future.done():
+                        future.set_result(outcome)
+        finally:
+            self._writer = None
+
+    async def _commit(self, reports: list[Pending]) -> list[bool | StoreFailed]:
+        """Each report's outcome: new, duplicate, or the failure its call is answered 503 for."""
+        try:
+            return list(await run_in_threadpool(self._write, reports))
+        except Exception as exc:
+            if len(reports) > 1 and _is_data_error(exc):
+                # One report the database refuses must not fail the others: each alone, then.
+                log.warning(
+                    "A commit of %d delivery reports failed (%s); storing them one by one", len(reports), exc
+                )
+                return [outcome for report in reports for outcome in await self._commit([report])]
+            log.exception(
+                "%d delivery report(s) not stored (answered 503; the service retries them). Is the "
+                "database reachable, and are the tables there (`airflow db migrate`)?",
+                len(reports),
+            )
+            return [_failure(exc) for _ in reports]
+
+
+def _failure(cause: Exception) -> StoreFailed:
+    # One exception per call: a shared one would grow its traceback each time it is raised.
+    failure = StoreFailed("the report could not be stored")
+    failure.__cause__ = cause
+    return failure
