@@ -48,10 +48,12 @@ def get_provider_info() -> dict[str, Any]:
         # The delivery-report table, made by `airflow db migrate` (Airflow 3.2 and later read this key;
         # before, [database] external_db_managers names the manager).
         "db-managers": ["airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"],
-        # Read by the send operators (the campaign register) and `python -m airflow_provider_sms prune`.
+        # Read by the send operators (the campaign register), `python -m airflow_provider_sms prune`, and
+        # the delivery-report receiver on the API server.
         "config": {
             "sms": {
-                "description": "Never twice across runs: the campaign register and the lifetime of records.",
+                "description": "Never twice across runs: the campaign register and the lifetime of records; "
+                "how the API server stores delivery reports.",
                 "options": {
                     "duplicate_window_minutes": {
                         "description": "Two sends of the same message to the same recipients on the same "
@@ -77,6 +79,23 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "float",
                         "example": "90",
                         "default": "30",
+                    },
+                    "delivery_report_group_commit": {
+                        "description": "The most delivery reports the API server's receiver stores in one "
+                        "commit: reports arriving while a commit is under way share the next one (each "
+                        "call answered after it). 1 commits each report alone.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "1",
+                        "default": "500",
+                    },
+                    "delivery_report_retention_days": {
+                        "description": "How long after a campaign's last report arrived `python -m "
+                        "airflow_provider_sms.delivery_reports prune` keeps its reports and counts.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "365",
+                        "default": "90",
                     },
                 },
             }

@@ -1,7 +1,9 @@
-"""``python -m airflow_provider_sms prune``: delete old send guards and campaign registers.
+"""``python -m airflow_provider_sms prune``: delete old send guards and campaign registers;
+``python -m airflow_provider_sms prune-delivery-reports``: delete old campaigns' delivery reports.
 
-Run it where ``airflow variables`` works (it reads Airflow's metadata database), e.g. daily from cron
-or a maintenance job. See :mod:`airflow_provider_sms.operators._retention` for what is kept.
+Run them where ``airflow variables`` works (they use Airflow's metadata database), e.g. daily from cron
+or a maintenance job. See :mod:`airflow_provider_sms.operators._retention` and
+:mod:`airflow_provider_sms.delivery_reports.retention` for what is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def _duration(text: str) -> dt.timedelta:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: ``prune [--older-than 30d] [--dry-run]``."""
+    """The command line: ``prune`` and ``prune-delivery-reports``, each ``[--older-than N] [--dry-run]``."""
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_sms")
     commands = parser.add_subparsers(dest="command", required=True)
     prune = commands.add_parser(
@@ -41,12 +43,29 @@ def build_parser() -> argparse.ArgumentParser:
         "record_retention_days, 30 days)",
     )
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    reports = commands.add_parser(
+        "prune-delivery-reports",
+        help="delete the delivery reports of campaigns whose last report is older than --older-than",
+        description="Delete, campaign by campaign, the delivery reports, latest statuses and counts of the "
+        "campaigns whose last report arrived longer ago than --older-than. Reports not yet in an asset "
+        "event are never deleted: their campaign is kept and listed.",
+    )
+    reports.add_argument(
+        "--older-than",
+        type=_duration,
+        default=None,
+        help="keep campaigns with a report more recent than this (default: [sms] "
+        "delivery_report_retention_days, 90 days)",
+    )
+    reports.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; the exit code is 0 when it ran (unreadable records are reported, not errors)."""
     arguments = build_parser().parse_args(argv)
+    if arguments.command == "prune-delivery-reports":
+        return prune_delivery_reports(arguments.older_than, dry_run=arguments.dry_run)
     from airflow.utils.session import create_session
 
     from airflow_provider_sms.operators._retention import prune, retention
@@ -61,6 +80,24 @@ def main(argv: list[str] | None = None) -> int:
     for key, problem in report.unreadable.items():
         print(f"unreadable, kept: {key}: {problem}", file=sys.stderr)
     print(report.summary(dry_run=arguments.dry_run))
+    return 0
+
+
+def prune_delivery_reports(older_than: dt.timedelta | None, *, dry_run: bool) -> int:
+    """``prune-delivery-reports``: one transaction; the campaigns kept are listed on stderr."""
+    from airflow.utils.session import create_session
+
+    from airflow_provider_sms.delivery_reports.retention import prune_reports, report_retention
+
+    with create_session() as session:
+        pruned = prune_reports(
+            session, older_than=older_than if older_than is not None else report_retention(), dry_run=dry_run
+        )
+        if dry_run:
+            session.rollback()
+    for conn_id, campaign_id in pruned.waiting:
+        print(f"kept: {conn_id} campaign {campaign_id} (reports not yet in an asset event)", file=sys.stderr)
+    print(pruned.summary(dry_run=dry_run))
     return 0
 
 

@@ -1,7 +1,8 @@
-"""A DAG scheduled on delivery reports: the API server's receiver records an asset event per report.
+"""A DAG scheduled on delivery reports: the API server records an asset event per batch of reports.
 
-Each run reads the reports that triggered it (one or many: Airflow makes one run for the events queued
-since the last) and counts their statuses. Needs the receiver set up (see the "Delivery reports" page);
+Each run reads the reports of the events that triggered it (one or many: Airflow makes one run for the
+events queued since the last; each event names up to 1,000 reports, read from the API server) and
+counts their statuses. Needs the receiver set up (see the "Delivery reports" page);
 ``sms_campaign_delivery`` is the DAG that waits for one campaign's reports after its send.
 """
 

@@ -113,6 +113,12 @@ def flush_batch(
     :param asset: the connection's asset (an ``AssetModel``) if a DAG schedules on it, else None.
     """
     flush = delivery_flush_table.c
+    if session.get_bind().dialect.name == "sqlite":
+        # SQLite has no row locks (FOR UPDATE is not even said): writing first takes the database's
+        # write lock, so that no other flusher reads the same reports before this one commits.
+        session.execute(
+            update(delivery_flush_table).where(flush.conn_id == conn_id).values(last_batch=flush.last_batch)
+        )
     # SKIP LOCKED: another flusher busy with this connection means there is nothing to do here.
     watermark = session.execute(
         select(flush.last_batch, flush.reports)

@@ -1,5 +1,10 @@
 """The connections the receiver serves, as it knows them: read from Airflow's secrets backends at most
 every :data:`CONNECTION_TTL` seconds, with the DLR webhook's signature kept :data:`SIGNATURE_TTL`.
+
+A name that receives no reports (no such connection, not an ``sms`` one, bad settings, no
+``dlr_webhook_id``, longer than a connection id can be) is answered with one 404 text,
+:data:`NOT_RECEIVING`, whatever the reason: an unauthenticated caller learns nothing about which
+connections exist. The API server's log says which reason, once per name per :data:`CONNECTION_TTL`.
 Not public API.
 """
 
@@ -9,12 +14,15 @@ import hmac
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow.models.base import ID_LEN
+
 from airflow_provider_sms.delivery_reports.settings import ReceiverSettings, receiver_settings
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.hooks._transport import connection_extra
+from airflow_provider_sms.hooks._transport import connection_extra, connection_settings
 from airflow_provider_sms.hooks.sms import SmsHook
 
 if TYPE_CHECKING:
@@ -28,6 +36,11 @@ SIGNATURE_TTL = 300.0
 # A wrong signature makes the receiver read the webhook again (the signature may have been renewed),
 # at most this often per connection, so that a flood of forged calls does not flood the service.
 SIGNATURE_RECHECK_INTERVAL = 30.0
+# The names found not to receive reports that are kept (each CONNECTION_TTL): made-up names cost a
+# secrets-backend lookup once per TTL each, and no more memory than this many.
+REFUSED_NAMES_KEPT = 4096
+# The answer for every name that receives no reports, whatever the reason.
+NOT_RECEIVING = "no delivery reports are received under this name (the API server's log says why)"
 
 
 class Refusal(Exception):
@@ -39,83 +52,177 @@ class Refusal(Exception):
         self.detail = detail
         self.headers = headers
 
-    def again(self) -> Refusal:
-        """A new refusal like this one: a kept one raised again would grow its traceback each time."""
-        return Refusal(self.status, self.detail, headers=self.headers)
 
+def _lookup(conn_id: str) -> Any:
+    """The connection ``conn_id`` as the API server reads it: from Airflow's secrets backends.
 
-class _ServerSideSmsHook(SmsHook):
-    """SmsHook reading its connection as the API server does: from Airflow's secrets backends."""
+    :raises AirflowNotFoundException: there is no such connection.
+    """
+    # SmsHook's own lookup is the Task SDK's: through a task's supervisor, which the API server has none of.
+    from airflow.models.connection import Connection
 
-    @classmethod
-    def get_connection(cls, conn_id: str) -> Any:
-        # The Task SDK's lookup goes through a task's supervisor, which the API server has none of.
-        from airflow.models.connection import Connection
-
-        return Connection.get_connection_from_secrets(conn_id)
+    return Connection.get_connection_from_secrets(conn_id)
 
 
 @dataclass
 class ReceivingConnection:
-    """One connection as the receiver knows it, for :data:`CONNECTION_TTL` seconds."""
+    """One connection as the receiver knows it, for :data:`CONNECTION_TTL` seconds.
+
+    :param hook: the hook on the connection, which reads the webhook.
+    :param settings: its receiver settings; None when its extra has no ``dlr_webhook_id``.
+    :param signature: the webhook's signature, once read.
+    :param signature_read_at: when it was read (the :class:`Connections`' clock).
+    """
 
     hook: SmsHook
     settings: ReceiverSettings | None
     signature: str | None = None
     signature_read_at: float = 0.0
 
+    def same_webhook(self, other: ReceivingConnection) -> bool:
+        """Whether ``other`` (the same connection, read again) names the same webhook at the same service
+        with the same token, so that the signature read for one is the other's."""
+        if self.settings is None or other.settings is None:
+            return False
+        mine, theirs = self.hook.settings, other.hook.settings
+        return (
+            self.settings.webhook_id == other.settings.webhook_id
+            and mine.base_url == theirs.base_url
+            and hmac.compare_digest(mine.token.encode(), theirs.token.encode())
+        )
+
+
+def not_receiving() -> Refusal:
+    """The one 404 for a name that receives no reports; a new one each time (one kept and raised again
+    would grow its traceback each time)."""
+    return Refusal(404, NOT_RECEIVING)
+
 
 class Connections:
-    """The connections calls name, read at most every :data:`CONNECTION_TTL` seconds each."""
+    """The connections calls name, read at most every :data:`CONNECTION_TTL` seconds each.
+
+    Lookups of different names run side by side; concurrent calls for one name share one lookup.
+
+    :param clock: the time in seconds (monotonic), injectable for tests.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._known: dict[str, ReceivingConnection | Refusal] = {}
-        self._expiry: dict[str, float] = {}
-        self._lock = threading.Lock()
+        # Connections that exist (with their expiry): as many as the administrators made.
+        self._known: dict[str, tuple[ReceivingConnection, float]] = {}
+        # Names that receive no reports, with their expiry, oldest lookup first: the first to expire is
+        # also the first dropped when more than REFUSED_NAMES_KEPT are kept.
+        self._refused: OrderedDict[str, float] = OrderedDict()
+        # The lookups under way, by name; their waiters look again once the event is set.
+        self._lookups: dict[str, threading.Event] = {}
+        # Guards the three dicts above only; never held during a lookup.
+        self._guard = threading.Lock()
 
     def fresh(self, conn_id: str) -> ReceivingConnection | None:
-        """The connection as last read, if that was less than :data:`CONNECTION_TTL` ago (no I/O)."""
-        known = self._known.get(conn_id)
-        if known is None or self._expiry.get(conn_id, 0.0) <= self._clock():
-            return None
-        if isinstance(known, Refusal):
-            raise known.again()
-        return known
+        """The connection as last read, if that was less than :data:`CONNECTION_TTL` ago (no I/O).
+
+        :raises Refusal: 404 for a name found, less than :data:`CONNECTION_TTL` ago, to receive no reports.
+        """
+        return self._kept(self._key(conn_id), self._clock())
 
     def get(self, conn_id: str) -> ReceivingConnection:
         """The connection ``conn_id``; raises :class:`Refusal` (404) for one that receives no reports."""
-        now = self._clock()
-        with self._lock:
-            known = self._known.get(conn_id)
-            if known is None or self._expiry[conn_id] <= now:
-                known = self._read(conn_id)
-                if len(self._known) > 256:  # names a caller made up must not grow this without end
-                    self._known.clear()
-                    self._expiry.clear()
-                self._known[conn_id] = known
-                self._expiry[conn_id] = now + CONNECTION_TTL
-        if isinstance(known, Refusal):
-            raise known.again()
-        return known
+        key = self._key(conn_id)
+        while True:
+            with self._guard:
+                known = self._kept(key, self._clock())
+                if known is not None:
+                    return known
+                lookup = self._lookups.get(key)
+                if lookup is None:
+                    lookup = self._lookups[key] = threading.Event()
+                    break
+            # Another call is looking this name up: its answer is kept when it is done (or, should its
+            # lookup fail, this call tries).
+            lookup.wait()
+        try:
+            read = self._read(key)
+            with self._guard:
+                self._keep(key, read)
+        finally:
+            with self._guard:
+                del self._lookups[key]
+            lookup.set()
+        if read is None:
+            raise not_receiving()
+        return read
 
-    def _read(self, conn_id: str) -> ReceivingConnection | Refusal:
+    @staticmethod
+    def _key(conn_id: str) -> str:
+        # A name longer than a connection id can be is cut (still too long, so refused unread): a caller
+        # cannot make the names kept take more memory than that.
+        return conn_id[: ID_LEN + 1]
+
+    def _kept(self, key: str, now: float) -> ReceivingConnection | None:
+        """The connection kept under ``key`` if not expired; raises the 404 for a refused name kept."""
+        known = self._known.get(key)
+        if known is not None and known[1] > now:
+            return known[0]
+        refused_until = self._refused.get(key)
+        if refused_until is not None and refused_until > now:
+            raise not_receiving()
+        return None
+
+    def _keep(self, key: str, read: ReceivingConnection | None) -> None:
+        """Keep what a lookup found for :data:`CONNECTION_TTL` (under the guard)."""
+        expiry = self._clock() + CONNECTION_TTL
+        before = self._known.pop(key, None)
+        self._refused.pop(key, None)
+        if read is None:
+            self._refused[key] = expiry
+            while len(self._refused) > REFUSED_NAMES_KEPT:
+                self._refused.popitem(last=False)
+            return
+        if before is not None and before[0].same_webhook(read):
+            # The signature lives SIGNATURE_TTL from its reading, not until the connection is read again.
+            read.signature, read.signature_read_at = before[0].signature, before[0].signature_read_at
+        self._known[key] = (read, expiry)
+
+    def _read(self, conn_id: str) -> ReceivingConnection | None:
+        """The connection from Airflow's secrets backends; None (the reason logged) when it receives no
+        reports. A connection without ``dlr_webhook_id`` is returned: :func:`require_settings` refuses it.
+        """
         from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
-        # One try: the service retries a report answered 503, so the API server need not wait here.
-        hook = _ServerSideSmsHook(sms_conn_id=conn_id, max_tries=1)
+        if len(conn_id) > ID_LEN:
+            log.warning(
+                "Delivery reports: calls for %r... are refused: the name is longer than a connection id "
+                "can be (%d characters)",
+                conn_id[:40],
+                ID_LEN,
+            )
+            return None
         try:
-            conn = hook.get_connection(conn_id)
+            conn = _lookup(conn_id)
         except AirflowNotFoundException:
-            return Refusal(404, f"no connection {conn_id!r}")
+            log.warning("Delivery reports: calls for %r are refused: there is no such connection", conn_id)
+            return None
         if conn.conn_type != "sms":
-            return Refusal(404, f"connection {conn_id!r} is not an sms connection")
+            log.warning(
+                "Delivery reports: calls for %r are refused: it is a %r connection, not an sms one",
+                conn_id,
+                conn.conn_type,
+            )
+            return None
+        # One try: the service retries a report answered 503, so the API server need not wait here.
+        hook = SmsHook(sms_conn_id=conn_id, max_tries=1)
         try:
             settings = receiver_settings(connection_extra(conn, conn_id=conn_id), conn_id=conn_id)
-            hook.settings  # noqa: B018  (read and checked now: a connection without a token is refused)
+            # Checked now (a connection without a token is refused), from the connection just read: the
+            # hook does not look it up again.
+            hook.settings = connection_settings(conn, conn_id=conn_id)
         except SmsValidationError as exc:
-            log.error("Delivery reports for %s are refused: %s", conn_id, exc)
-            return Refusal(404, f"connection {conn_id!r} does not receive delivery reports (see the logs)")
+            log.warning("Delivery reports: calls for %r are refused: %s", conn_id, exc)
+            return None
+        if settings is None:
+            log.warning(
+                "Delivery reports: calls for %r are refused: its extra has no dlr_webhook_id", conn_id
+            )
         return ReceivingConnection(hook=hook, settings=settings)
 
     def known_signature(self, receiving: ReceivingConnection) -> str | None:
@@ -129,35 +236,31 @@ class Connections:
 
         :param recheck: read it again (a call did not match), unless it was read moments ago.
         """
-        if receiving.settings is None:
-            raise RuntimeError(f"connection {receiving.hook.sms_conn_id!r} has no receiver settings")
+        settings = require_settings(receiving, receiving.hook.sms_conn_id)
         now = self._clock()
         age = now - receiving.signature_read_at
         kept = receiving.signature
         if kept is not None and age < SIGNATURE_TTL and not (recheck and age >= SIGNATURE_RECHECK_INTERVAL):
             return kept
-        webhook = receiving.hook.get_webhook(receiving.settings.webhook_id)
+        webhook = receiving.hook.get_webhook(settings.webhook_id)
         if webhook.type.upper() != "DLR" or not webhook.signature:
             raise Refusal(
                 404,
-                f"the service's webhook {receiving.settings.webhook_id} is not a DLR webhook with a "
-                "signature",
+                f"the service's webhook {settings.webhook_id} is not a DLR webhook with a signature",
             )
         receiving.signature, receiving.signature_read_at = webhook.signature, now
         return webhook.signature
 
 
 def require_settings(receiving: ReceivingConnection, conn_id: str) -> ReceiverSettings:
-    """The connection's receiver settings; raises :class:`Refusal` (404) when its extra names no webhook.
+    """The connection's receiver settings; raises :class:`Refusal`, the one 404 of names that receive no
+    reports, when its extra names no webhook (:meth:`Connections.get` logged why when it read it).
 
     :param receiving: the connection as the receiver knows it.
-    :param conn_id: its id, for the refusal's text.
+    :param conn_id: its id (the refusal does not name it: the 404 is the same for every name).
     """
     if receiving.settings is None:
-        raise Refusal(
-            404,
-            f"connection {conn_id!r} does not receive delivery reports (its extra has no dlr_webhook_id)",
-        )
+        raise not_receiving()
     return receiving.settings
 
 

@@ -76,6 +76,8 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     """Add ``reports`` (connection id, report) in ``session``'s transaction, one statement on
     PostgreSQL and SQLite; for each, whether it is new (False: stored before, or earlier in the list).
     """
+    if not reports:
+        return []
     received_at = datetime.now(timezone.utc)
     rows = [report_row(conn_id, report, received_at) for conn_id, report in reports]
     keys = [(row["conn_id"], row["digest"]) for row in rows]
@@ -85,7 +87,9 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     statement = _insert_ignoring_duplicates(session, delivery_report_table, unique, ["conn_id", "digest"])
     if statement is not None:
         columns = delivery_report_table.c
-        inserted = {tuple(row) for row in session.execute(statement.returning(columns.conn_id, columns.digest))}
+        inserted = {
+            tuple(row) for row in session.execute(statement.returning(columns.conn_id, columns.digest))
+        }
     else:
         inserted = set()
         for row in unique:

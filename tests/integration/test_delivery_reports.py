@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +23,13 @@ from sqlalchemy import func, select, text
 
 from airflow_provider_sms.delivery_reports import connections as connections_module
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
+from airflow_provider_sms.delivery_reports import flusher as flusher_module
+from airflow_provider_sms.delivery_reports import receiver as receiver_module
 from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
 from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
-from airflow_provider_sms.exceptions import SmsAuthError
+from airflow_provider_sms.exceptions import SmsAuthError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
@@ -583,3 +586,75 @@ def test_without_a_dag_on_the_asset_reports_are_stored_and_counted_and_that_is_s
 def test_the_health_probe_answers_without_a_connection(receiver: ThreadedServer) -> None:
     answer = httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10)
     assert (answer.status_code, answer.json()) == (200, {"status": "healthy"})
+
+
+def test_missing_tables_make_the_probe_unhealthy_and_the_summary_name_the_fix(
+    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(receiver_module, "HEALTH_TTL", 0.0)
+    with fresh_table.engine.begin() as connection:
+        connection.execute(text("ALTER TABLE sms_delivery_count RENAME TO sms_delivery_count_away"))
+    try:
+        health = httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10)
+        with pytest.raises(SmsTransportError) as caught:
+            summary(receiver, 777)
+    finally:
+        with fresh_table.engine.begin() as connection:
+            connection.execute(text("ALTER TABLE sms_delivery_count_away RENAME TO sms_delivery_count"))
+    assert health.status_code == 503
+    assert "airflow db migrate" in health.json()["detail"]
+    assert "HTTP 500" in str(caught.value)
+    assert "airflow db migrate" in str(caught.value)
+    assert httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10).status_code == 200
+
+
+def test_refusals_are_counted_by_reason_and_the_summary_returns_them(
+    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
+) -> None:
+    monkeypatch.setattr(flusher_module, "REFUSALS_EVERY", 0.0)
+    forged = {**HEADERS, "X-SMSFactor-Signature": "forged"}
+    assert [post(receiver, report(), headers=forged).status_code for _ in range(3)] == [403] * 3
+    assert post(receiver, b"{not json").status_code == 400
+    # Only the service's addresses for this one: 127.0.0.1 is refused.
+    connection_env(monkeypatch, sms_sandbox, conn_id="sms_strict", dlr_allowed_callers=[])
+    assert post(receiver, report(), conn_id="sms_strict").status_code == 403
+    # Names that receive no reports are not counted (a made-up name must not grow the table).
+    assert post(receiver, report(), conn_id="nobody").status_code == 404
+
+    def refusals() -> dict[str, int]:
+        return {refusal.reason: refusal.count for refusal in summary(receiver, 777).refusals}
+
+    deadline = time.monotonic() + 15
+    while refusals() != {"bad_signature": 3, "invalid_report": 1} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    latest = summary(receiver, 777).refusals
+    assert {refusal.reason: refusal.count for refusal in latest} == {"bad_signature": 3, "invalid_report": 1}
+    assert "does not match the webhook's signature" in next(
+        refusal.last_detail for refusal in latest if refusal.reason == "bad_signature"
+    )
+    strict = fetch_summary(
+        SummaryRequest(f"{receiver.url}/sms/delivery-reports/sms_strict/summary", read_key(TEST_TOKEN), [1])
+    )
+    (caller,) = strict.refusals
+    assert (caller.reason, caller.count) == ("caller_not_allowed", 1)
+    assert "127.0.0.1" in caller.last_detail
+
+
+def test_concurrent_reports_share_commits_and_each_is_stored_once(
+    receiver: ThreadedServer, fresh_table: Any
+) -> None:
+    bodies = [json.dumps(report(f"3364{index:07d}", campaign_id=6161)).encode() for index in range(200)]
+    # Every report twice, all at once: the second of each pair is a duplicate, whichever commit holds it.
+    calls = bodies + bodies
+
+    async def post_all() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=32)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            url = f"{receiver.url}/sms/delivery-reports/sms_default"
+            return await asyncio.gather(*(client.post(url, content=body, headers=HEADERS) for body in calls))
+
+    answers = asyncio.run(post_all())
+    assert Counter(answer.json()["outcome"] for answer in answers) == {"recorded": 200, "duplicate": 200}
+    assert stored(fresh_table, 6161) == 200
+    flushed(fresh_table)
+    assert summary(receiver, 6161).by_status == {"delivered": 200}

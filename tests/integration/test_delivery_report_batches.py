@@ -1,0 +1,280 @@
+"""The flusher's batches on a real Airflow metadata database (SQLite): exactly once, and counts that
+agree with a scan of every report, however the reports are split into batches.
+
+The reference is what the summary did before batches: rank every report of a message (a final status
+first, then the latest date, then the latest id) and count the first of each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select, update
+
+from airflow_provider_sms.delivery_reports.batches import flush_batch
+from airflow_provider_sms.delivery_reports.retention import prune_reports
+from airflow_provider_sms.delivery_reports.store import campaign_summary, ensure_flush_rows, insert_reports
+from airflow_provider_sms.delivery_reports.tables import (
+    delivery_campaign_table,
+    delivery_message_table,
+    delivery_report_table,
+    metadata,
+)
+from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, DeliveryReport
+from tests.integration import test_delivery_reports as receiver_tests
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.integration
+
+PARIS = dt.timezone(dt.timedelta(hours=1))
+metadata_db = receiver_tests.metadata_db  # the receiver's tests' fixture: the session's migrated database
+
+
+@pytest.fixture
+def db(metadata_db: Any) -> Iterator[Any]:
+    clear(metadata_db)
+    yield metadata_db
+    clear(metadata_db)
+
+
+def clear(metadata_db: Any) -> None:
+    with metadata_db.engine.begin() as connection:
+        for table in metadata.tables.values():
+            connection.execute(table.delete())
+
+
+def store(metadata_db: Any, reports: list[DeliveryReport], conn_id: str = "sms_default") -> list[bool]:
+    with metadata_db.Session() as session, session.begin():
+        stored = insert_reports(session, [(conn_id, report) for report in reports])
+        ensure_flush_rows(session, {conn_id})
+    return stored
+
+
+def flush_all(
+    metadata_db: Any, sizes: Iterator[int], conn_id: str = "sms_default", batches: int | None = None
+) -> list[int]:
+    """Flush until nothing waits (or ``batches`` are made), each batch at most the next of ``sizes``;
+    the batches' sizes."""
+    made: list[int] = []
+    while batches is None or len(made) < batches:
+        with metadata_db.Session() as session, session.begin():
+            batch = flush_batch(session, conn_id, max_reports=next(sizes), min_reports=1, asset=None)
+        if batch is None:
+            break
+        made.append(batch.reports)
+    return made
+
+
+def reference_counts(reports: list[DeliveryReport], campaign_ids: set[int]) -> tuple[Counter[str], list[str]]:
+    """The old summary's answer: each message at its best-ranked report; and the failed numbers."""
+    latest: dict[tuple[int, str], tuple[bool, dt.datetime, int, int]] = {}
+    for index, report in enumerate(reports):
+        if report.campaign_id not in campaign_ids:
+            continue
+        rank = (report.final, report.date, index, report.status)
+        key = (report.campaign_id, report.destination)
+        if key not in latest or rank[:3] > latest[key][:3]:
+            latest[key] = rank
+    counts = Counter(DELIVERY_STATUSES[rank[3]] for rank in latest.values())
+    failed = sorted(
+        {number for (_, number), rank in latest.items() if rank[0] and rank[3] not in DELIVERED_STATUSES}
+    )
+    return counts, failed
+
+
+report_strategy = st.builds(
+    DeliveryReport,
+    date=st.sampled_from([dt.datetime(2026, 11, 24, 10, minute, tzinfo=PARIS) for minute in (0, 1, 2)]),
+    status=st.sampled_from([1, 2, 3, 12]),
+    destination=st.sampled_from([f"3360000000{index}" for index in range(4)]),
+    campaign_id=st.sampled_from([11, 12]),
+    country_code=st.just("FR"),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    reports=st.lists(report_strategy, min_size=1, max_size=30),
+    sizes=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=10),
+    posts=st.integers(min_value=1, max_value=4),
+)
+def test_counts_kept_in_batches_equal_a_scan_of_every_report(
+    db: Any, reports: list[DeliveryReport], sizes: list[int], posts: int
+) -> None:
+    clear(db)
+    # The reports arrive in several commits, with flushes of any size between them.
+    cycle = iter(sizes * 100)
+    stored: list[DeliveryReport] = []
+    for part in range(posts):
+        chunk = reports[part::posts]
+        new = store(db, chunk)
+        stored += [report for report, is_new in zip(chunk, new, strict=True) if is_new]
+        flush_all(db, cycle)
+    for campaign_ids in ({11}, {12}, {11, 12}):
+        expected, failed = reference_counts(stored, campaign_ids)
+        with db.Session() as session:
+            summary = campaign_summary(session, "sms_default", sorted(campaign_ids), with_failed=True)
+        assert Counter(summary.by_status) == expected
+        assert summary.reported == sum(expected.values())
+        assert summary.failed == failed
+        assert summary.failed_count == sum(
+            count for name, count in expected.items() if name not in ("sent", "delivered")
+        )
+
+
+def test_a_repeated_report_is_stored_once_even_within_one_commit(db: Any) -> None:
+    report = DeliveryReport(
+        date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS), status=3, destination="33600000001", campaign_id=5
+    )
+    assert store(db, [report, report]) == [True, False]
+    assert store(db, [report]) == [False]
+
+
+def test_two_flushers_at_once_put_each_report_in_exactly_one_batch(db: Any) -> None:
+    reports = [
+        DeliveryReport(
+            date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
+            status=3,
+            destination=f"3361{index:07d}",
+            campaign_id=21,
+        )
+        for index in range(600)
+    ]
+    store(db, reports)
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            flush_all(db, iter([25] * 1000))
+        except Exception as exc:  # SQLite refuses one of two concurrent writers: that flusher stops
+            errors.append(exc)
+
+    threads = [threading.Thread(target=flusher) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    flush_all(db, iter([25] * 1000))  # whatever a refused flusher left
+    reports_table = delivery_report_table.c
+    with db.engine.connect() as connection:
+        batches = Counter(connection.scalars(select(reports_table.batch)))
+        assert None not in batches
+        assert sorted(batches) == list(range(1, 25))
+        assert set(batches.values()) == {25}
+    with db.Session() as session:
+        assert campaign_summary(session, "sms_default", [21]).by_status == {"delivered": 600}
+
+
+def test_failed_numbers_come_in_pages(db: Any) -> None:
+    reports = [
+        DeliveryReport(
+            date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
+            status=12,
+            destination=f"3362{index:07d}",
+            campaign_id=31,
+        )
+        for index in range(7)
+    ]
+    store(db, reports)
+    flush_all(db, iter([1000] * 10))
+    numbers: list[str] = []
+    after = None
+    with db.Session() as session:
+        while True:
+            page = campaign_summary(
+                session, "sms_default", [31], with_failed=True, failed_after=after, failed_limit=3
+            )
+            assert page.failed is not None
+            numbers += page.failed
+            after = page.failed_next
+            if after is None:
+                break
+    assert numbers == sorted(report.destination for report in reports)
+
+
+def test_prune_removes_old_campaigns_whole_and_never_a_report_not_yet_in_an_event(db: Any) -> None:
+    def campaign(campaign_id: int, count: int) -> list[DeliveryReport]:
+        return [
+            DeliveryReport(
+                date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
+                status=3,
+                destination=f"3363{index:07d}",
+                campaign_id=campaign_id,
+            )
+            for index in range(count)
+        ]
+
+    store(db, campaign(41, 3) + campaign(42, 2))
+    flush_all(db, iter([1000] * 10))
+    store(db, campaign(43, 2))  # not in a batch yet
+    flush_all(db, iter([1]), batches=1)  # one of 43's reports gets a batch, the other waits
+    long_ago = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=100)
+    with db.engine.begin() as connection:
+        connection.execute(
+            update(delivery_campaign_table)
+            .where(delivery_campaign_table.c.campaign_id.in_([41, 43]))
+            .values(last_received_at=long_ago)
+        )
+        connection.execute(
+            update(delivery_campaign_table)
+            .where(delivery_campaign_table.c.campaign_id == 43)
+            .values(reports=2)  # as if the waiting one were counted: it is kept all the same
+        )
+
+    def left() -> dict[int, int]:
+        with db.engine.connect() as connection:
+            rows = connection.execute(
+                select(delivery_report_table.c.campaign_id, func.count()).group_by(
+                    delivery_report_table.c.campaign_id
+                )
+            )
+            return {campaign_id: count for campaign_id, count in rows}
+
+    with db.Session() as session:
+        dry = prune_reports(session, older_than=dt.timedelta(days=90), dry_run=True)
+        session.rollback()
+    assert (dry.campaigns, dry.reports, dry.waiting) == ([("sms_default", 41)], 3, [("sms_default", 43)])
+    assert left() == {41: 3, 42: 2, 43: 2}
+    with db.Session() as session, session.begin():
+        done = prune_reports(session, older_than=dt.timedelta(days=90))
+    assert done.summary(dry_run=False) == (
+        "deleted 1 campaign(s) with 3 delivery report(s); kept 1 campaign(s) with reports not yet in an "
+        "asset event"
+    )
+    assert left() == {42: 2, 43: 2}
+    with db.engine.connect() as connection:
+        messages = connection.scalars(select(delivery_message_table.c.campaign_id).distinct()).all()
+    assert sorted(messages) == [42, 43]
+
+
+def test_the_prune_command_line_says_what_it_did(db: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_provider_sms.__main__ import main
+
+    store(
+        db,
+        [
+            DeliveryReport(
+                date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
+                status=3,
+                destination="33600000001",
+                campaign_id=51,
+            )
+        ],
+    )
+    flush_all(db, iter([10, 10]))
+    assert main(["prune-delivery-reports", "--older-than", "0h", "--dry-run"]) == 0
+    assert capsys.readouterr().out.strip() == "would delete 1 campaign(s) with 1 delivery report(s)"
+    assert main(["prune-delivery-reports", "--older-than", "1d"]) == 0
+    assert capsys.readouterr().out.strip() == "deleted 0 campaign(s) with 0 delivery report(s)"
+    assert main(["prune-delivery-reports", "--older-than", "0h"]) == 0
+    assert capsys.readouterr().out.strip() == "deleted 1 campaign(s) with 1 delivery report(s)"
+    with db.engine.connect() as connection:
+        assert connection.scalar(select(func.count()).select_from(delivery_report_table)) == 0
