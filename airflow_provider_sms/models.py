@@ -44,6 +44,21 @@ _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _URL_FORBIDDEN = re.compile("[\\s\x00-\x1f\x7f-\x9f\ufffe\uffff]")
 _SENDER = re.compile(r"[A-Za-z0-9 ]{1,11}|[0-9]{1,15}")
 
+# What the table of delivery reports (``sms_delivery_report``) holds, in one place for the table and the
+# models: a report that could not be stored is refused as invalid (the service is told it will never be
+# taken) rather than answered "try again later" forever.
+DESTINATION_MAX_LENGTH = 32
+# Also what a recipient's gsmsmsid may be: the service echoes it as the report's message_id.
+MESSAGE_ID_MAX_LENGTH = 128
+COUNTRY_CODE_MAX_LENGTH = 8
+# status is a 32-bit INTEGER, campaign_id a BIGINT.
+STATUS_MAX = 2**31 - 1
+CAMPAIGN_ID_MAX = 2**63 - 1
+# reported_at, in UTC: MySQL's TIMESTAMP, the narrowest column of the databases Airflow supports, holds
+# 1970-01-01 00:00:01 to 2038-01-19 03:14:07; whole days inside that range, both ends included.
+REPORT_DATE_MIN = dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc)
+REPORT_DATE_MAX = dt.datetime(2038, 1, 18, 23, 59, 59, 999999, tzinfo=dt.timezone.utc)
+
 
 class SmsModel(BaseModel):
     """Base of every model: unknown fields from the service are ignored, aliases or names accepted."""
@@ -141,7 +156,8 @@ class Recipient(SmsModel):
 
     :param value: international format without sign; ``+33 6 12 34 56 78`` is normalized to
         ``33612345678``, a national number such as ``0612345678`` is refused.
-    :param gsmsmsid: caller's id for the delivery report.
+    :param gsmsmsid: caller's id for the delivery report, at most :data:`MESSAGE_ID_MAX_LENGTH`
+        characters.
     """
 
     value: str
@@ -157,12 +173,17 @@ class Recipient(SmsModel):
     def _gsmsmsid_text(cls, value: object) -> str | None:
         if value is None:
             return value
-        if isinstance(value, str):
-            # Sent as an XML attribute in XML format: control characters would break the body.
-            return _check_xml_safe(value, "gsmsmsid")
         if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        raise ValueError("gsmsmsid must be a string")
+            value = str(value)
+        if not isinstance(value, str):
+            raise ValueError("gsmsmsid must be a string")
+        if len(value) > MESSAGE_ID_MAX_LENGTH:
+            raise ValueError(
+                f"{len(value)} characters, more than the {MESSAGE_ID_MAX_LENGTH} allowed (the service "
+                "echoes a gsmsmsid as its delivery report's message_id, which is stored in that many)"
+            )
+        # Sent as an XML attribute in XML format: control characters would break the body.
+        return _check_xml_safe(value, "gsmsmsid")
 
 
 class ListRef(SmsModel):
@@ -379,26 +400,44 @@ DELIVERED_STATUSES = frozenset({3})
 class DeliveryReport(SmsModel):
     """One delivery report (DLR): the fate of one message, as the service posts it to a DLR webhook.
 
-    :param date: when the status was reached, ISO 8601 with an offset (a naive date is refused).
-    :param status: the delivery status (:data:`DELIVERY_STATUSES`; an undocumented one is kept).
+    Every field is bounded by what the table of delivery reports holds (the ``*_MAX*`` and
+    ``REPORT_DATE_*`` constants above): a report that could not be stored is invalid.
+
+    :param date: when the status was reached, ISO 8601 with an offset (a naive date is refused), from
+        :data:`REPORT_DATE_MIN` to :data:`REPORT_DATE_MAX` once in UTC.
+    :param status: the delivery status (:data:`DELIVERY_STATUSES`; an undocumented one is kept), 0 to
+        :data:`STATUS_MAX`.
     :param destination: the telephone number, digits only.
-    :param message_id: the ``gsmsmsid`` given for this number on POST /send, if one was.
-    :param campaign_id: the campaign's id (the send's ``ticket``).
-    :param country_code: the destination's country, e.g. ``FR``.
+    :param message_id: the ``gsmsmsid`` given for this number on POST /send, if one was; at most
+        :data:`MESSAGE_ID_MAX_LENGTH` characters.
+    :param campaign_id: the campaign's id (the send's ``ticket``), 1 to :data:`CAMPAIGN_ID_MAX`.
+    :param country_code: the destination's country, e.g. ``FR``; at most :data:`COUNTRY_CODE_MAX_LENGTH`
+        characters.
     """
 
     date: dt.datetime
-    status: int
-    destination: str
-    message_id: str | None = None
-    campaign_id: int
-    country_code: str | None = None
+    status: int = Field(ge=0, le=STATUS_MAX)
+    # normalize_number returns at most 15 digits; the bound ties the model to the column all the same.
+    destination: str = Field(max_length=DESTINATION_MAX_LENGTH)
+    message_id: str | None = Field(default=None, max_length=MESSAGE_ID_MAX_LENGTH)
+    campaign_id: int = Field(ge=1, le=CAMPAIGN_ID_MAX)
+    country_code: str | None = Field(default=None, max_length=COUNTRY_CODE_MAX_LENGTH)
 
     @field_validator("date")
     @classmethod
-    def _aware(cls, value: dt.datetime) -> dt.datetime:
+    def _aware_and_storable(cls, value: dt.datetime) -> dt.datetime:
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError("the date has no offset; delivery reports carry ISO 8601 dates with one")
+        try:
+            utc = value.astimezone(dt.timezone.utc)
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: before year 1 once in UTC
+            utc = None
+        if utc is None or not REPORT_DATE_MIN <= utc <= REPORT_DATE_MAX:
+            raise ValueError(
+                f"the date must be from {REPORT_DATE_MIN:%Y-%m-%d} to {REPORT_DATE_MAX:%Y-%m-%d} in UTC "
+                f"(what every database Airflow supports stores), got {value.isoformat()}"
+            )
+        # Kept with its own offset: the report's digest (what makes a retry a duplicate) is taken from it.
         return value
 
     @field_validator("destination", mode="before")
@@ -410,6 +449,17 @@ class DeliveryReport(SmsModel):
     @classmethod
     def _message_id_text(cls, value: object) -> object:
         return str(value) if isinstance(value, int) else (value or None)
+
+    @field_validator("message_id", "country_code")
+    @classmethod
+    def _storable_text(cls, value: str | None) -> str | None:
+        # PostgreSQL's text columns cannot hold NUL: such a report would fail its insert every time.
+        position = -1 if value is None else value.find("\x00")
+        if position >= 0:
+            raise ValueError(
+                f"contains the NUL character at position {position}, which PostgreSQL cannot store"
+            )
+        return value
 
     @property
     def status_name(self) -> str:

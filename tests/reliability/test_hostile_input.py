@@ -674,6 +674,25 @@ def test_unsendable_gsmsmsid_is_refused_before_any_request(monkeypatch, requests
     assert requests_mock.call_count == 0
 
 
+@pytest.mark.parametrize("fmt", ["json", "xml"])
+def test_a_gsmsmsid_longer_than_a_reports_message_id_is_refused_before_any_request(
+    monkeypatch, requests_mock, fmt
+):
+    """Proves a fix (issue 29): the service echoes a gsmsmsid as its delivery report's message_id, which
+    the receiver stores in 128 characters; a longer one was sent, and its reports were answered 503 for
+    ever on PostgreSQL. It is now refused before any request, naming the recipient, gsmsmsid and the rule."""
+    hook = make_hook(monkeypatch, MOCK_URL, fmt)
+
+    with pytest.raises(
+        SmsValidationError, match=r"recipients\[0\]: gsmsmsid: 129 characters, more than the 128 allowed"
+    ):
+        hook.send(ALERT, [{"value": NUMBER, "gsmsmsid": "g" * 129}])
+    with pytest.raises(SmsValidationError, match=r"recipients\[1\]: gsmsmsid: 130 characters"):
+        hook.send(ALERT, [NUMBER, {"value": NUMBER, "gsmsmsid": 10**129}])
+
+    assert requests_mock.call_count == 0
+
+
 @pytest.mark.parametrize(
     "link",
     [
