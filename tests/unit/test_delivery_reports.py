@@ -10,7 +10,6 @@ import pytest
 from airflow_provider_sms._wait_conditions import DeliveryWait
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
 from airflow_provider_sms.delivery_reports.client import judge_summary
-from airflow_provider_sms.delivery_reports.connections import Connections, Refusal
 from airflow_provider_sms.delivery_reports.settings import (
     BATCH_PATH,
     DEFAULT_MAX_BODY,
@@ -190,29 +189,3 @@ def test_the_asset_is_per_connection() -> None:
     asset = delivery_reports_asset("sms_eu")
     assert (asset.name, asset.uri) == ("sms_delivery_reports/sms_eu", "sms_delivery_reports/sms_eu")
     assert delivery_reports_asset().name == "sms_delivery_reports/sms_default"
-
-
-def test_connections_are_kept_a_while_and_unknown_names_do_not_grow_the_cache(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    now = [1000.0]
-    connections = Connections(clock=lambda: now[0])
-    reads: list[str] = []
-
-    def read(conn_id: str) -> Refusal:
-        reads.append(conn_id)
-        return Refusal(404, f"no connection {conn_id!r}")
-
-    monkeypatch.setattr(connections, "_read", read)
-    for _ in range(3):
-        with pytest.raises(Refusal):
-            connections.get("nobody")
-    assert reads == ["nobody"]
-    now[0] += 31
-    with pytest.raises(Refusal):
-        connections.get("nobody")
-    assert reads == ["nobody", "nobody"]
-    for index in range(300):
-        with pytest.raises(Refusal):
-            connections.get(f"made-up-{index}")
-    assert len(connections._known) <= 257

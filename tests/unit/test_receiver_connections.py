@@ -1,0 +1,255 @@
+"""The connections the delivery-report receiver serves (delivery_reports/connections.py), without a server.
+
+Airflow's secrets lookup (``Connection.get_connection_from_secrets``) and the webhook's reading
+(``SmsHook.get_webhook``) are replaced by counting fakes; the clock is the one ``Connections`` takes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from airflow.models.connection import Connection
+from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+from airflow_provider_sms.delivery_reports import connections as connections_module
+from airflow_provider_sms.delivery_reports.connections import (
+    CONNECTION_TTL,
+    NOT_RECEIVING,
+    REFUSED_NAMES_KEPT,
+    SIGNATURE_TTL,
+    Connections,
+    Refusal,
+    require_settings,
+)
+from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms.models import Webhook
+
+
+def sms_connection(conn_id: str, token: str = "token-1", **extra: Any) -> Connection:
+    return Connection(
+        conn_id=conn_id,
+        conn_type="sms",
+        host="https://sms.example.test",
+        password=token,
+        extra=json.dumps(extra),
+    )
+
+
+class Secrets:
+    """Airflow's secrets backends as a dict, counting lookups; a name in ``gates`` waits for its event."""
+
+    def __init__(self) -> None:
+        self.connections: dict[str, Connection] = {
+            "sms_default": sms_connection("sms_default", dlr_webhook_id="1"),
+            "no_dlr": sms_connection("no_dlr"),
+            "bad_settings": sms_connection("bad_settings", dlr_webhook_id="1", dlr_max_body=1),
+            "not_sms": Connection(conn_id="not_sms", conn_type="http", host="http://x"),
+        }
+        self.lookups: list[str] = []
+        self.gates: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conn_id: str) -> Connection:
+        with self._lock:
+            self.lookups.append(conn_id)
+        gate = self.gates.get(conn_id)
+        if gate is not None:
+            assert gate.wait(10), f"the test never opened the gate of {conn_id!r}"
+        if conn_id not in self.connections:
+            raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        return self.connections[conn_id]
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
+    fake = Secrets()
+    monkeypatch.setattr(
+        Connection, "get_connection_from_secrets", classmethod(lambda _cls, conn_id: fake.get(conn_id))
+    )
+    return fake
+
+
+@pytest.fixture
+def webhook_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """GET /webhook/:id answered with the signature ``sig-<token>``; each read's token is listed."""
+    reads: list[str] = []
+
+    def get_webhook(hook: SmsHook, webhook_id: str | int) -> Webhook:
+        token = hook.settings.token
+        reads.append(token)
+        return Webhook(
+            webhook_id=str(webhook_id), type="DLR", url="u", status="live", signature=f"sig-{token}"
+        )
+
+    monkeypatch.setattr(SmsHook, "get_webhook", get_webhook)
+    return reads
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def refusal_of(connections: Connections, conn_id: str) -> Refusal:
+    """What the receiver answers a call naming ``conn_id`` (its step check_connection), as a Refusal."""
+    with pytest.raises(Refusal) as caught:
+        require_settings(connections.get(conn_id), conn_id)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("conn_id", "logged"),
+    [
+        ("nobody", "there is no such connection"),
+        ("not_sms", "it is a 'http' connection, not an sms one"),
+        ("bad_settings", "dlr_max_body must be a number of bytes"),
+        ("no_dlr", "its extra has no dlr_webhook_id"),
+        ("x" * 251, "longer than a connection id can be (250 characters)"),
+    ],
+    ids=["no-connection", "not-sms", "bad-settings", "no-webhook-id", "name-too-long"],
+)
+def test_every_name_that_receives_no_reports_gets_the_same_404_and_the_log_says_why(
+    secrets: Secrets, caplog: pytest.LogCaptureFixture, conn_id: str, logged: str
+) -> None:
+    caplog.set_level("WARNING", logger=connections_module.__name__)
+    connections = Connections()
+
+    refused = refusal_of(connections, conn_id)
+
+    assert (refused.status, refused.detail) == (404, NOT_RECEIVING)
+    assert [record.levelname for record in caplog.records] == ["WARNING"]
+    assert logged in caplog.text
+    # A name no connection id can be is refused without asking the secrets backends.
+    assert secrets.lookups == ([] if len(conn_id) > 250 else [conn_id])
+
+
+def test_a_made_up_name_is_looked_up_and_logged_once_per_ttl(
+    secrets: Secrets, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger=connections_module.__name__)
+    clock = Clock()
+    connections = Connections(clock=clock)
+
+    for _ in range(5):
+        assert refusal_of(connections, "made-up").detail == NOT_RECEIVING
+    # The receiver's first look, without a thread: the kept refusal, no lookup.
+    with pytest.raises(Refusal):
+        connections.fresh("made-up")
+    assert (secrets.lookups, len(caplog.records)) == (["made-up"], 1)
+
+    clock.now += CONNECTION_TTL
+    assert connections.fresh("made-up") is None
+    refusal_of(connections, "made-up")
+    assert (secrets.lookups, len(caplog.records)) == (["made-up", "made-up"], 2)
+
+
+def test_the_names_kept_are_bounded_and_the_oldest_lookup_goes_first(
+    secrets: Secrets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert REFUSED_NAMES_KEPT == 4096
+    monkeypatch.setattr(connections_module, "REFUSED_NAMES_KEPT", 8)
+    connections = Connections(clock=Clock())
+
+    for index in range(20):
+        refusal_of(connections, f"made-up-{index}")
+    refusal_of(connections, "made-up-19")  # kept
+    refusal_of(connections, "made-up-0")  # dropped long ago: looked up again
+
+    assert len(connections._refused) == 8
+    assert secrets.lookups == [f"made-up-{index}" for index in range(20)] + ["made-up-0"]
+    # Overlong names are kept cut: a caller cannot make the names kept take more memory than that.
+    refusal_of(connections, "y" * 100_000)
+    assert max(len(name) for name in connections._refused) == 251
+
+
+def test_a_slow_lookup_holds_up_no_other_name_and_calls_for_one_name_share_a_lookup(secrets: Secrets) -> None:
+    connections = Connections()
+    secrets.gates["slow"] = threading.Event()
+    answers: list[str] = []
+
+    def call() -> None:
+        answers.append(refusal_of(connections, "slow").detail)
+
+    callers = [threading.Thread(target=call) for _ in range(8)]
+    for caller in callers:
+        caller.start()
+    try:
+        # While "slow" is being looked up, other names are answered (this would hang under one lock).
+        assert connections.get("sms_default").settings is not None
+        assert refusal_of(connections, "nobody").detail == NOT_RECEIVING
+    finally:
+        secrets.gates["slow"].set()
+        for caller in callers:
+            caller.join(10)
+    assert answers == [NOT_RECEIVING] * 8
+    assert secrets.lookups.count("slow") == 1
+    assert connections._lookups == {}
+
+
+def test_a_lookup_that_fails_is_not_kept_and_the_next_call_looks_again(
+    secrets: Secrets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connections = Connections()
+    secrets.connections["flaky"] = sms_connection("flaky", dlr_webhook_id="1")
+    real_get = secrets.get
+    monkeypatch.setattr(secrets, "get", lambda conn_id: (_ for _ in ()).throw(OSError("vault down")))
+    with pytest.raises(OSError, match="vault down"):
+        connections.get("flaky")
+    monkeypatch.setattr(secrets, "get", real_get)
+
+    assert connections.get("flaky").settings is not None
+    assert connections._lookups == {}
+
+
+def test_the_signature_lives_five_minutes_across_connection_re_reads(
+    secrets: Secrets, webhook_reads: list[str]
+) -> None:
+    clock = Clock()
+    connections = Connections(clock=clock)
+    assert connections.signature(connections.get("sms_default")) == "sig-token-1"
+
+    # The connection is read again every 30 s; the signature read 4m50s ago is still the one kept.
+    for _ in range(9):
+        clock.now += CONNECTION_TTL + 1
+        receiving = connections.get("sms_default")
+        assert connections.known_signature(receiving) == "sig-token-1"
+        assert connections.signature(receiving) == "sig-token-1"
+    assert (secrets.lookups.count("sms_default"), webhook_reads) == (10, ["token-1"])
+
+    clock.now += SIGNATURE_TTL - 9 * (CONNECTION_TTL + 1)
+    receiving = connections.get("sms_default")
+    assert connections.known_signature(receiving) is None
+    assert connections.signature(receiving) == "sig-token-1"
+    assert webhook_reads == ["token-1", "token-1"]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"token": "token-2"}, {"dlr_webhook_id": "2"}],
+    ids=["new-token", "new-webhook-id"],
+)
+def test_a_connection_read_again_with_another_token_or_webhook_reads_the_signature_again(
+    secrets: Secrets, webhook_reads: list[str], changed: dict[str, str]
+) -> None:
+    clock = Clock()
+    connections = Connections(clock=clock)
+    connections.signature(connections.get("sms_default"))
+    secrets.connections["sms_default"] = sms_connection(
+        "sms_default",
+        token=changed.get("token", "token-1"),
+        dlr_webhook_id=changed.get("dlr_webhook_id", "1"),
+    )
+
+    clock.now += CONNECTION_TTL
+    receiving = connections.get("sms_default")
+
+    assert connections.known_signature(receiving) is None
+    expected = changed.get("token", "token-1")
+    assert connections.signature(receiving) == f"sig-{expected}"
+    assert webhook_reads == ["token-1", expected]
