@@ -145,6 +145,9 @@ def test_hostile_calls_get_a_clear_4xx_and_a_replay_is_stored_once(
     assert summary(deployment, 990001).reported == 0
     first, replay = post(deployment, body), post(deployment, body)
     assert (first.json(), replay.json()) == ({"outcome": "recorded"}, {"outcome": "duplicate"})
+    # The summary counts what the flusher has put in batches: within its interval (5 s).
+    wait_for("the report to be counted", lambda: summary(deployment, 990001).reported == 1, 30, interval=0.5)
+    time.sleep(1)
     assert summary(deployment, 990001).reported == 1
 
 
@@ -177,6 +180,12 @@ def test_reports_that_arrive_while_the_api_server_is_down_are_retried_and_stored
 
     calls = sandbox.delivery_reports()
     assert calls["attempted"] > len(calls["acknowledged"])  # some were refused or unanswered, then retried
+    wait_for(
+        "every report to be counted",
+        lambda: summary(deployment, FIRST_TICKET).reported - before.reported >= len(numbers),
+        60,
+        interval=0.5,
+    )
     stored = summary(deployment, FIRST_TICKET)
     assert stored.reported - before.reported == len(numbers)
     added = Counter(stored.by_status)
