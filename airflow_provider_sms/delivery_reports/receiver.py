@@ -56,14 +56,14 @@ from airflow_provider_sms.delivery_reports.settings import (
 )
 from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
+from airflow_provider_sms.models import CAMPAIGN_ID_MAX
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
     from airflow_provider_sms.models import DeliveryReport
 
-MAX_BIGINT = 2**63 - 1
-CampaignId = Annotated[int, Field(ge=1, le=MAX_BIGINT)]
+CampaignId = Annotated[int, Field(ge=1, le=CAMPAIGN_ID_MAX)]
 
 log = logging.getLogger(__name__)
 
@@ -435,9 +435,9 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
     @app.get("/delivery-reports/{conn_id}/batches/{batch}")
     async def batch_page(
         conn_id: str,
-        batch: Annotated[int, Path(ge=1, le=MAX_BIGINT)],
+        batch: Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)],
         request: Request,
-        after_id: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
+        after_id: Annotated[int, Query(ge=0, le=CAMPAIGN_ID_MAX)] = 0,
         limit: Annotated[int, Query(ge=1, le=REPORTS_PAGE)] = REPORTS_PAGE,
     ) -> Response:
         await check_reader(connections, request, conn_id)

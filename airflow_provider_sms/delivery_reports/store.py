@@ -60,21 +60,23 @@ def report_row(conn_id: str, report: DeliveryReport, received_at: datetime) -> d
     }
 
 
-def _insert_ignoring_duplicates(
-    session: Session, table: Any, rows: list[dict[str, Any]], key: list[str]
-) -> Any:
-    """An INSERT of ``rows`` that skips those whose ``key`` is taken (PostgreSQL and SQLite), else None."""
+def _insert_ignoring_duplicates(session: Session, table: Any, key: list[str]) -> Any:
+    """An INSERT into ``table`` that skips rows whose ``key`` is taken (PostgreSQL, SQLite, MySQL)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    dialect: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(session.get_bind().dialect.name)
-    if dialect is None:
-        return None
-    return dialect.insert(table).values(rows).on_conflict_do_nothing(index_elements=key)
+    name = session.get_bind().dialect.name
+    dialect: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(name)
+    if dialect is not None:
+        return dialect.insert(table).on_conflict_do_nothing(index_elements=key)
+    if name == "mysql":
+        return insert(table).prefix_with("IGNORE")
+    raise NotImplementedError(f"delivery reports are stored on PostgreSQL, MySQL or SQLite, not {name}")
 
 
 def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport]]) -> list[bool]:
-    """Add ``reports`` (connection id, report) in ``session``'s transaction, one statement on
-    PostgreSQL and SQLite; for each, whether it is new (False: stored before, or earlier in the list).
+    """Add ``reports`` (connection id, report) in ``session``'s transaction, one statement where the
+    database returns what it inserted; for each, whether it is new (False: stored before, or earlier
+    in the list).
     """
     if not reports:
         return []
@@ -84,45 +86,28 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     # The service may post a report again while its first post is in this very batch.
     first = {key: index for index, key in reversed(list(enumerate(keys)))}
     unique = [rows[index] for index in sorted(first.values())]
-    statement = _insert_ignoring_duplicates(session, delivery_report_table, unique, ["conn_id", "digest"])
-    if statement is not None:
+    statement = _insert_ignoring_duplicates(session, delivery_report_table, ["conn_id", "digest"])
+    dialect = session.get_bind().dialect
+    # SQLAlchemy 2 says whether INSERT ... RETURNING works; 1.4 (Airflow 3.0) has it on PostgreSQL only.
+    if getattr(dialect, "insert_returning", dialect.name == "postgresql"):
         columns = delivery_report_table.c
-        inserted = {
-            tuple(row) for row in session.execute(statement.returning(columns.conn_id, columns.digest))
-        }
+        returning = statement.values(unique).returning(columns.conn_id, columns.digest)
+        inserted = {tuple(row) for row in session.execute(returning)}
     else:
-        inserted = set()
-        for row in unique:
-            from sqlalchemy.exc import IntegrityError
-
-            try:
-                with session.begin_nested():
-                    session.execute(insert(delivery_report_table).values(row))
-                inserted.add((row["conn_id"], row["digest"]))
-            except IntegrityError:
-                pass
+        # One row at a time: a skipped duplicate counts no row.
+        inserted = {
+            (row["conn_id"], row["digest"])
+            for row in unique
+            if session.connection().execute(statement.values(row)).rowcount
+        }
     return [key in inserted and first[key] == index for index, key in enumerate(keys)]
 
 
 def ensure_flush_rows(session: Session, conn_ids: Iterable[str]) -> None:
     """Give each connection its flusher's row (the watermark, and what the flusher locks), if it has none."""
     rows = [{"conn_id": conn_id, "last_batch": 0, "reports": 0, "flushed_at": None} for conn_id in conn_ids]
-    if not rows:
-        return
-    statement = _insert_ignoring_duplicates(session, delivery_flush_table, rows, ["conn_id"])
-    if statement is not None:
-        session.execute(statement)
-        return
-    known = set(
-        session.scalars(
-            select(delivery_flush_table.c.conn_id).where(
-                delivery_flush_table.c.conn_id.in_([r["conn_id"] for r in rows])
-            )
-        )
-    )
-    missing = [row for row in rows if row["conn_id"] not in known]
-    if missing:
-        session.execute(insert(delivery_flush_table), missing)
+    if rows:
+        session.execute(_insert_ignoring_duplicates(session, delivery_flush_table, ["conn_id"]).values(rows))
 
 
 def campaign_summary(

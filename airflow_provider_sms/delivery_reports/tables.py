@@ -15,6 +15,7 @@ a single writer per connection, so no request waits on a row another request hol
 
 from __future__ import annotations
 
+from airflow.models.base import ID_LEN
 from airflow.utils.sqlalchemy import UtcDateTime
 from sqlalchemy import (
     BigInteger,
@@ -28,11 +29,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from airflow_provider_sms.models import COUNTRY_CODE_MAX_LENGTH, DESTINATION_MAX_LENGTH, MESSAGE_ID_MAX_LENGTH
+
 # Airflow's migrations never see these tables; ours never see Airflow's.
 metadata = MetaData()
 
 # What a connection id may be (Airflow's connection.conn_id column).
-CONN_ID_LENGTH = 250
+CONN_ID_LENGTH = ID_LEN
 # Airflow's column type: UTC on every database (SQLite and MySQL store no offset).
 Timestamp = UtcDateTime
 # The id column: BIGINT, but INTEGER on SQLite, where only INTEGER PRIMARY KEY autoincrements.
@@ -46,11 +49,11 @@ delivery_report_table = Table(
     # SHA-256 of the connection id and the report as re-encoded: equal for a retried delivery.
     Column("digest", String(64), nullable=False),
     Column("campaign_id", BigInteger, nullable=False),
-    Column("destination", String(32), nullable=False),
-    Column("message_id", String(128)),
+    Column("destination", String(DESTINATION_MAX_LENGTH), nullable=False),
+    Column("message_id", String(MESSAGE_ID_MAX_LENGTH)),
     Column("status", Integer, nullable=False),
     Column("final", Boolean, nullable=False),
-    Column("country_code", String(8)),
+    Column("country_code", String(COUNTRY_CODE_MAX_LENGTH)),
     Column("reported_at", Timestamp, nullable=False),
     Column("received_at", Timestamp, nullable=False),
     # The flusher's batch (and asset event) the report is in; empty until then. The index below
@@ -75,12 +78,12 @@ delivery_message_table = Table(
     metadata,
     Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
     Column("campaign_id", BigInteger, primary_key=True),
-    Column("destination", String(32), primary_key=True),
+    Column("destination", String(DESTINATION_MAX_LENGTH), primary_key=True),
     Column("status", Integer, nullable=False),
     Column("final", Boolean, nullable=False),
     # Final and not delivered: the failed numbers are read by this flag, in number order.
     Column("failed", Boolean, nullable=False),
-    Column("country_code", String(8)),
+    Column("country_code", String(COUNTRY_CODE_MAX_LENGTH)),
     Column("reported_at", Timestamp, nullable=False),
     Column("report_id", BigInteger, nullable=False),
     Index("idx_sms_delivery_message_failed", "conn_id", "campaign_id", "failed", "destination"),
@@ -110,7 +113,7 @@ delivery_refusal_table = Table(
     "sms_delivery_refusal",
     metadata,
     Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
-    Column("reason", String(32), primary_key=True),
+    Column("reason", String(DESTINATION_MAX_LENGTH), primary_key=True),
     Column("minute", Timestamp, primary_key=True),
     # Each API server writes its own rows: no two servers update one row.
     Column("server", String(64), primary_key=True),
