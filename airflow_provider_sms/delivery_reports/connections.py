@@ -44,13 +44,20 @@ NOT_RECEIVING = "no delivery reports are received under this name (the API serve
 
 
 class Refusal(Exception):
-    """A call the receiver answers with ``status`` and ``detail``, having stored nothing."""
+    """A call the receiver answers with ``status`` and ``detail``, having stored nothing.
 
-    def __init__(self, status: int, detail: str, *, headers: dict[str, str] | None = None) -> None:
+    :param reason: what the log and the refusal counts say, when the caller must not be told
+        (default: ``detail``).
+    """
+
+    def __init__(
+        self, status: int, detail: str, *, headers: dict[str, str] | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.headers = headers
+        self.reason = reason or detail
 
 
 def _lookup(conn_id: str) -> Any:

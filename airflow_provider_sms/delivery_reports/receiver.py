@@ -5,7 +5,8 @@ handler, ``receive``, is these steps in this order; each of the first seven chec
 call, storing nothing, when it fails:
 
 1. ``check_connection``: an ``sms`` connection whose extra names the DLR webhook, else 404;
-2. ``check_caller``: the caller's address is allowed, else 403;
+2. ``check_caller``: the caller's address is allowed, else 404 (the same answer as for a name that
+   receives nothing: a caller from elsewhere learns nothing about which connections exist);
 3. ``read_body``: the body is at most ``dlr_max_body`` bytes, else 413;
 4. ``check_content_type``: it is declared ``application/json``, else 415;
 5. ``check_signature``: the ``X-SMSFactor-Signature`` header is the webhook's signature, else 401
@@ -40,6 +41,7 @@ from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.delivery_reports.connections import (
+    NOT_RECEIVING,
     Connections,
     ReceivingConnection,
     Refusal,
@@ -189,15 +191,21 @@ async def check_connection(
 
 
 def check_caller(request: Request, settings: ReceiverSettings, conn_id: str) -> None:
-    """403 unless the caller's address is allowed for the connection.
+    """404, as for a name that receives nothing, unless the caller's address is allowed: a caller from
+    elsewhere must not learn that the connection exists (the log and the refusal counts say why).
 
     :param request: the call.
     :param settings: the connection's receiver settings (the allowed callers).
-    :param conn_id: the connection's id, for the refusal's text.
+    :param conn_id: the connection's id, for the log's text.
     """
     caller = request.client.host if request.client else None
     if not settings.allows(caller):
-        raise Refusal(403, f"calls from {caller} are not allowed for connection {conn_id!r}")
+        raise Refusal(
+            404,
+            NOT_RECEIVING,
+            reason=f"calls from {caller} are not allowed for connection {conn_id!r}; add the address "
+            "to the connection's extra dlr_allowed_callers if it is the service's or a proxy's",
+        )
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -318,7 +326,7 @@ async def refused(request: Request, exc: Refusal) -> Response:
     """Answer a refusal ``{"detail": ...}`` with its status, and log it with the caller's address."""
     conn_id = request.path_params.get("conn_id")
     caller = request.client.host if request.client else None
-    log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.detail)
+    log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.reason)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
 
@@ -328,7 +336,7 @@ def counted(refusals: RefusalCounter, conn_id: str, reason: str) -> Iterator[Non
     try:
         yield
     except Refusal as exc:
-        refusals.count(conn_id, reason, exc.detail)
+        refusals.count(conn_id, reason, exc.reason)
         raise
 
 
@@ -405,7 +413,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             await check_signature(connections, receiving, request)
         except Refusal as exc:
             reason = "signature_unavailable" if exc.status == 503 else "bad_signature"
-            refusals.count(conn_id, reason, exc.detail)
+            refusals.count(conn_id, reason, exc.reason)
             raise
         with counted(refusals, conn_id, "invalid_report"):
             check_json(body)

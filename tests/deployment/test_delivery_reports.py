@@ -134,7 +134,7 @@ def test_hostile_calls_get_a_clear_4xx_and_a_replay_is_stored_once(
     assert {what: answer.status_code for what, answer in answers.items()} == {
         "no signature": 401,
         "wrong signature": 403,
-        "caller not allowed": 403,
+        "caller not allowed": 404,
         "oversized": 413,
         "malformed": 400,
         "invalid": 422,

@@ -281,15 +281,30 @@ def test_unknown_and_unready_connections_are_404(
     assert stored(fresh_table) == 0
 
 
-def test_callers_outside_the_allowlist_are_403_even_with_a_forwarded_header(
-    receiver: ThreadedServer, fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
+def test_callers_outside_the_allowlist_get_the_404_of_a_made_up_name_even_with_a_forwarded_header(
+    receiver: ThreadedServer,
+    fresh_table: Any,
+    sms_sandbox: SandboxServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Only the service's two documented addresses: 127.0.0.1 is not one of them.
     connection_env(monkeypatch, sms_sandbox, conn_id="service_only", dlr_allowed_callers=[])
     forged = {**HEADERS, "X-Forwarded-For": "51.159.7.123", "Forwarded": "for=51.159.7.123"}
-    answer = post(receiver, report(), conn_id="service_only", headers=forged)
-    assert answer.status_code == 403
-    assert "calls from 127.0.0.1 are not allowed" in answer.json()["detail"]
+    with caplog.at_level("WARNING", logger="airflow_provider_sms.delivery_reports.receiver"):
+        answer = post(receiver, report(), conn_id="service_only", headers=forged)
+    made_up = post(receiver, report(), conn_id="made_up_name", headers=forged)
+    # The caller cannot tell a connection it may not call from a name that does not exist ...
+    assert (
+        (answer.status_code, answer.json())
+        == (made_up.status_code, made_up.json())
+        == (
+            404,
+            {"detail": connections_module.NOT_RECEIVING},
+        )
+    )
+    # ... the API server's log says why.
+    assert any("calls from 127.0.0.1 are not allowed" in record.message for record in caplog.records)
     # "any" turns the check off.
     connection_env(monkeypatch, sms_sandbox, conn_id="anyone", dlr_allowed_callers="any")
     assert post(receiver, report(), conn_id="anyone").status_code == 200
@@ -308,8 +323,7 @@ def test_behind_a_trusted_proxy_the_forwarded_address_is_the_callers(
         from_elsewhere = post(
             server, report(status=2), "service_only", {**HEADERS, "X-Forwarded-For": "8.8.8.8"}
         )
-    assert (from_service.status_code, from_elsewhere.status_code) == (200, 403)
-    assert "calls from 8.8.8.8 are not allowed" in from_elsewhere.json()["detail"]
+    assert (from_service.status_code, from_elsewhere.status_code) == (200, 404)
     assert stored(fresh_table) == 1
 
 
@@ -616,7 +630,7 @@ def test_refusals_are_counted_by_reason_and_the_summary_returns_them(
     assert post(receiver, b"{not json").status_code == 400
     # Only the service's addresses for this one: 127.0.0.1 is refused.
     connection_env(monkeypatch, sms_sandbox, conn_id="sms_strict", dlr_allowed_callers=[])
-    assert post(receiver, report(), conn_id="sms_strict").status_code == 403
+    assert post(receiver, report(), conn_id="sms_strict").status_code == 404
     # Names that receive no reports are not counted (a made-up name must not grow the table).
     assert post(receiver, report(), conn_id="nobody").status_code == 404
 
