@@ -1,12 +1,13 @@
 """Delivery reports received by the API server of the real deployment (tests/deployment/harness.py).
 
 10,000 distinct reports are posted to ``/sms/delivery-reports/sms_default`` by 16 concurrent clients,
-as the service posts them; each is checked, stored and turned into an asset event (an unpaused DAG of
-the deployment schedules on the asset) before its 200. Measured beside it, in the same run and through
-the same clients: the same number of reports for a connection whose asset no DAG declares (stored, no
-asset event), and the baseline, the receiver's own no-op ``GET .../_health`` on the same API server:
-the floor of any request there. The load generator runs on the same two cores as the API server,
-PostgreSQL and the rest of the deployment.
+as the service posts them; each is checked and stored (group commit) before its 200, and the API
+server's flusher puts them in asset events (an unpaused DAG of the deployment schedules on the asset)
+meanwhile. Measured beside it, in the same run and through the same clients: the same number of
+reports for a connection whose asset no DAG declares (stored, no asset event), and the baseline, the
+receiver's ``GET .../_health`` on the same API server (it looks at the database at most every 5 s: the
+floor of any request there). Then the asset events the 10,000 reports made are counted. The load
+generator runs on the same two cores as the API server, PostgreSQL and the rest of the deployment.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -27,8 +28,12 @@ if TYPE_CHECKING:
 
 CONCURRENCY = 16
 SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1", which the connection names
-# At least 500 reports a second: at most 2 ms of wall time per report.
-PER_REPORT_TARGET = Target(2.0, kind="bound")
+# Wall time per report against the no-op GET: with a DAG on the asset, and without.
+PER_REPORT_TARGET = Target(1.5)
+NO_EVENT_TARGET = Target(1.3)
+# Asset events per 10,000 reports (batches of up to 1,000, a partial one every 5 s at most).
+EVENTS_TARGET = Target(20, kind="bound")
+ASSET = "sms_delivery_reports/sms_default"
 
 
 def report_bodies(count: int, first: int = 0) -> list[bytes]:
@@ -88,6 +93,29 @@ def get_noop(url: str, count: int) -> tuple[float, list[float]]:
     return asyncio.run(_load(send, count))
 
 
+def asset_events(api: Any) -> int:
+    """How many events the asset of sms_default has, through Airflow's REST API."""
+    assets = api.call("GET", "/assets", params={"name_pattern": ASSET})["assets"]
+    (asset,) = [asset for asset in assets if asset["name"] == ASSET]
+    return int(
+        api.call("GET", "/assets/events", params={"asset_id": asset["id"], "limit": 1})["total_entries"]
+    )
+
+
+def settled_events(api: Any, timeout: float = 60.0) -> int:
+    """The asset's event count once the flusher has caught up (unchanged for twice its interval)."""
+    deadline = time.monotonic() + timeout
+    count, since = asset_events(api), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = asset_events(api)
+        if now != count:
+            count, since = now, time.monotonic()
+        elif time.monotonic() - since >= 11:
+            break
+    return count
+
+
 def p99(latencies: list[float]) -> float:
     ordered = sorted(latencies)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -112,7 +140,9 @@ def delivery_report_cases(count: int) -> list[Record]:
                 receiver = f"{api}/sms/delivery-reports"
                 post_reports(f"{receiver}/sms_default", report_bodies(200, first=count * 2))  # warm up
                 get_noop(f"{receiver}/_health", 200)
+                events_before = settled_events(deployment.api)
                 ours, latencies, statuses = post_reports(f"{receiver}/sms_default", report_bodies(count))
+                events = settled_events(deployment.api) - events_before
                 bare, _, bare_statuses = post_reports(
                     f"{receiver}/sms_unscheduled", report_bodies(count, first=count)
                 )
@@ -125,6 +155,7 @@ def delivery_report_cases(count: int) -> list[Record]:
     if statuses != {200: 2 * count}:
         return [skipped(name, count, PER_REPORT_TARGET, f"answers were not all 200: {statuses}")]
     rate = count / ours
+    per_10k = events * 10_000 / count
     return [
         record(
             name,
@@ -134,9 +165,9 @@ def delivery_report_cases(count: int) -> list[Record]:
             PER_REPORT_TARGET,
             unit="ms",
             note=(
-                f"{rate:.0f} reports/s, each stored with its asset event ({CONCURRENCY} concurrent clients; "
-                f"target >= 500/s, i.e. <= 2 ms of wall time per report); baseline: the receiver's no-op "
-                f"GET on the same API server, {count / baseline:.0f}/s"
+                f"{rate:.0f} reports/s, stored (group commit) while the flusher makes the asset events "
+                f"({CONCURRENCY} concurrent clients, a DAG scheduled on the asset); baseline: the "
+                f"receiver's GET _health on the same API server, {count / baseline:.0f}/s"
             ),
         ),
         record(
@@ -144,9 +175,18 @@ def delivery_report_cases(count: int) -> list[Record]:
             count,
             bare / count * 1000,
             baseline / count * 1000,
-            REPORT,
+            NO_EVENT_TARGET,
             unit="ms",
             note=f"{count / bare:.0f} reports/s for a connection whose asset no DAG declares (stored only)",
+        ),
+        record(
+            "asset events per 10,000 delivery reports",
+            count,
+            per_10k,
+            None,
+            EVENTS_TARGET,
+            unit="count",
+            note=f"{events} event(s) for {count} reports (batches of up to 1,000; before: one per report)",
         ),
         record(
             "delivery report p99 latency",
