@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.sandbox.app_state import SandboxDep
 from airflow_provider_sms.sandbox.responses import INSPECTION_PREFIX
-from airflow_provider_sms.sandbox.state import Faults
+from airflow_provider_sms.sandbox.state import LEDGER_COLUMNS, Faults
 
 router = APIRouter(prefix=INSPECTION_PREFIX)
 
@@ -23,18 +23,42 @@ def campaigns(state: SandboxDep) -> list[dict[str, Any]]:
 
 @router.get("/delivery-reports")
 def delivery_reports(state: SandboxDep) -> dict[str, Any]:
-    return {"attempted": state.dlr_attempts, "acknowledged": list(state.dlr_acknowledged)}
+    ledger = state.dlr_ledger
+    return {"attempted": ledger.attempts(), "acknowledged": ledger.acknowledged()}
+
+
+@router.get("/delivery-reports/counts")
+def delivery_report_counts(state: SandboxDep) -> dict[str, Any]:
+    return state.dlr_ledger.counts()
+
+
+# One row per report, not one object: a big campaign's ledger stays a small answer.
+@router.get("/delivery-reports/ledger")
+def delivery_report_ledger(state: SandboxDep) -> dict[str, Any]:
+    return {"columns": list(LEDGER_COLUMNS), "rows": state.dlr_ledger.rows()}
 
 
 @router.post("/delivery-reports")
 def set_delivery_reports(payload: dict[str, Any], state: SandboxDep) -> dict[str, Any]:
     try:
         state.set_delivery_reports(
-            bool(payload.get("enabled")), payload.get("statuses"), payload.get("tries")
+            bool(payload.get("enabled")),
+            payload.get("statuses"),
+            payload.get("tries"),
+            payload.get("concurrency"),
         )
     except ValueError as exc:
         raise SmsApiError(-7, str(exc)) from None
     return {"enabled": state.dlr_enabled, "statuses": list(state.dlr_statuses), "tries": state.dlr_tries}
+
+
+@router.post("/tickets")
+def set_next_ticket(payload: dict[str, int], state: SandboxDep) -> dict[str, int]:
+    try:
+        state.set_next_ticket(payload["next"])
+    except (KeyError, ValueError) as exc:
+        raise SmsApiError(-7, f"next: {exc}") from None
+    return {"next": payload["next"]}
 
 
 @router.post("/reset")

@@ -64,19 +64,54 @@ class InspectionClient:
         return self._list("GET", "/campaigns")
 
     def delivery_reports(self) -> dict[str, Any]:
-        """The DLR calls made: ``attempted`` (every try) and ``acknowledged`` (the reports answered 2xx)."""
+        """The DLR calls made: ``attempted`` (every try) and ``acknowledged`` (the reports answered 2xx,
+        whole). For big campaigns, :meth:`delivery_report_counts` and :meth:`delivery_report_ledger`."""
         return self._object("GET", "/delivery-reports")
 
+    def delivery_report_counts(self) -> dict[str, Any]:
+        """Where the posting of delivery reports stands, in a few numbers (cheap to poll).
+
+        ``reports`` (registered to be posted), ``acknowledged`` (answered 2xx), ``given_up`` (every try
+        failed), ``in_progress`` (still being tried), ``tries`` (every call), ``answers`` (calls by
+        HTTP code, ``"0"`` for no answer) and ``retry_after`` (of those not 2xx, by code, how many
+        carried a ``Retry-After``).
+        """
+        return self._object("GET", "/delivery-reports/counts")
+
+    def delivery_report_ledger(self) -> list[dict[str, Any]]:
+        """Every delivery report posted since the reset, the ground truth to compare a receiver with.
+
+        One dict per report, in the order they were made: ``campaign_id``, ``destination``, ``status``,
+        ``tries`` (calls made), ``code`` (of the latest call; 0: no answer), ``acknowledged`` (a 2xx),
+        ``done`` (acknowledged or given up).
+        """
+        body = self._object("GET", "/delivery-reports/ledger")
+        columns = body["columns"]
+        return [dict(zip(columns, row, strict=True)) for row in body["rows"]]
+
     def set_delivery_reports(
-        self, enabled: bool, statuses: list[int] | None = None, tries: int | None = None
+        self,
+        enabled: bool,
+        statuses: list[int] | None = None,
+        tries: int | None = None,
+        concurrency: int | None = None,
     ) -> dict[str, Any]:
         """Post (or stop posting) one delivery report per number sent to DLR webhook "1" after each send.
 
         :param statuses: the reports' statuses, taken in turn, number after number.
-        :param tries: tries per report before the sandbox gives it up (backoff doubling up to 5 s).
+        :param tries: tries per report before the sandbox gives it up (backoff doubling up to
+            ``dlr_max_wait``, 5 s by default).
+        :param concurrency: reports of a campaign posted at once (default 1: one after the other).
         """
-        payload = {"enabled": enabled, "statuses": statuses, "tries": tries}
+        payload = {"enabled": enabled, "statuses": statuses, "tries": tries, "concurrency": concurrency}
         return self._object("POST", "/delivery-reports", payload)
+
+    def set_next_ticket(self, ticket: int) -> None:
+        """Number the next campaign ``ticket`` (and on from there) until the next reset.
+
+        :param ticket: the next campaign's ticket (a reset goes back to 5000001).
+        """
+        self._call("POST", "/tickets", {"next": ticket})
 
     def reset(self) -> None:
         """Back to the seeds: campaigns, credits, NPAI, webhooks and counters; faults cleared."""

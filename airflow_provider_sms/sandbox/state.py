@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import secrets
 import string
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -224,10 +226,15 @@ class SandboxConfig:
         only), as the service does.
     :param dlr_statuses: the statuses the reports carry, taken in turn, number after number (the
         default: every message delivered).
-    :param dlr_delay: seconds between two reports.
+    :param dlr_delay: seconds between two reports (of one poster).
     :param dlr_tries: tries per report: a non-2xx answer or no answer is tried again, with a backoff
-        from :attr:`dlr_backoff` seconds, doubled each time (at most 5 s), as a real service retries.
+        from :attr:`dlr_backoff` seconds, doubled each time (at most :attr:`dlr_max_wait`), as a real
+        service retries. An answer's ``Retry-After`` is honoured, up to :attr:`dlr_max_wait` too.
     :param dlr_backoff: the first wait between two tries of a report, in seconds.
+    :param dlr_max_wait: the longest wait between two tries of a report, in seconds, whatever the
+        backoff or the answer's ``Retry-After`` says.
+    :param dlr_concurrency: how many reports of a campaign are posted at once (the service posts
+        concurrently); with 1, one after the other, in the order of the numbers.
     """
 
     allowed_prefixes: tuple[str, ...] = DEFAULT_ALLOWED_PREFIXES
@@ -240,6 +247,107 @@ class SandboxConfig:
     dlr_delay: float = 0.0
     dlr_tries: int = 5
     dlr_backoff: float = 0.2
+    dlr_max_wait: float = 5.0
+    dlr_concurrency: int = 1
+
+
+@dataclass(slots=True, eq=False)
+class PostedReport:
+    """One delivery report the sandbox posts, and how its tries went (small: a run may post 100,000s).
+
+    :param body: the report as posted (JSON).
+    :param campaign_id: its campaign.
+    :param destination: its number.
+    :param status: its status.
+    :param tries: the calls made so far.
+    :param code: the HTTP code of the latest call (0: no answer), None before the first.
+    :param done: no more calls will be made: acknowledged, or given up after the last try.
+    """
+
+    body: bytes
+    campaign_id: int
+    destination: str
+    status: int
+    tries: int = 0
+    code: int | None = None
+    done: bool = False
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether the receiver answered it with a 2xx (it will not be posted again)."""
+        return self.code is not None and 200 <= self.code < 300
+
+
+# The columns of DeliveryLedger.rows(), in order.
+LEDGER_COLUMNS = ("campaign_id", "destination", "status", "tries", "code", "acknowledged", "done")
+
+
+class DeliveryLedger:
+    """The delivery reports posted since the last reset: the ground truth tests compare a receiver with.
+
+    Per report its tries and outcome (:class:`PostedReport`), and every answer counted by HTTP code,
+    with how many of them carried a ``Retry-After``. Thread-safe. A reset closes the ledger and starts
+    another: the posters of the closed one stop, and cannot count into the new one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reports: list[PostedReport] = []
+        self._answers: Counter[int] = Counter()
+        self._retry_after: Counter[int] = Counter()
+        self.closed = False
+
+    def add(self, reports: Sequence[PostedReport]) -> None:
+        """Register the reports of a campaign about to be posted."""
+        with self._lock:
+            self._reports.extend(reports)
+
+    def record_try(self, report: PostedReport, code: int, retry_after: bool) -> None:
+        """Count one call of ``report``: answered ``code`` (0: no answer), with a Retry-After or not."""
+        with self._lock:
+            report.tries += 1
+            report.code = code
+            self._answers[code] += 1
+            if retry_after and not 200 <= code < 300:
+                self._retry_after[code] += 1
+
+    def finish(self, report: PostedReport) -> None:
+        """Mark ``report`` done: acknowledged, or given up."""
+        with self._lock:
+            report.done = True
+
+    def counts(self) -> dict[str, Any]:
+        """How far the posting is: reports, acknowledged, given up, still being tried, answers by code."""
+        with self._lock:
+            acknowledged = sum(report.acknowledged for report in self._reports)
+            done = sum(report.done for report in self._reports)
+            return {
+                "reports": len(self._reports),
+                "acknowledged": acknowledged,
+                "given_up": done - acknowledged,
+                "in_progress": len(self._reports) - done,
+                "tries": sum(self._answers.values()),
+                "answers": {str(code): count for code, count in sorted(self._answers.items())},
+                "retry_after": {str(code): count for code, count in sorted(self._retry_after.items())},
+            }
+
+    def rows(self) -> list[list[Any]]:
+        """One row per report (:data:`LEDGER_COLUMNS`), in the order they were registered."""
+        with self._lock:
+            return [
+                [r.campaign_id, r.destination, r.status, r.tries, r.code, r.acknowledged, r.done]
+                for r in self._reports
+            ]
+
+    def attempts(self) -> int:
+        """Every call made."""
+        with self._lock:
+            return sum(self._answers.values())
+
+    def acknowledged(self) -> list[dict[str, Any]]:
+        """The reports answered with a 2xx, whole (every field), in the order they were registered."""
+        with self._lock:
+            return [json.loads(report.body) for report in self._reports if report.acknowledged]
 
 
 def data_error(exc: ValidationError, prefix: str) -> SmsApiError:
@@ -259,12 +367,17 @@ class SandboxState:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self._lock = threading.RLock()
+        self.dlr_ledger = DeliveryLedger()
         self.reset()
 
     def reset(self) -> None:
-        """Back to the seeds: campaigns, credits, NPAI, webhooks, counters and faults."""
+        """Back to the seeds: campaigns, credits, NPAI, webhooks, counters and faults.
+
+        Delivery reports still being posted for earlier sends stop (their ledger is closed).
+        """
         seeds = self.config.seeds
         with self._lock:
+            self.dlr_ledger.closed = True
             self.credits = seeds.credits
             self.lists = copy.deepcopy(seeds.lists)
             self.webhooks = {
@@ -280,37 +393,58 @@ class SandboxState:
             # Messages sent per (month "YYYY-MM" in Paris, dialling prefix).
             self._country_sent: dict[tuple[str, str], int] = {}
             self.faults = Faults()
-            # Delivery reports posted to the DLR webhook: tries made, and reports answered with a 2xx.
-            self.dlr_attempts = 0
-            self.dlr_acknowledged: list[dict[str, Any]] = []
-            # Whether sends post reports, and their statuses: the start-up's until the inspection API
-            # changes them (set_delivery_reports).
+            # Delivery reports posted to the DLR webhook: each one's tries and outcome.
+            self.dlr_ledger = DeliveryLedger()
+            # Whether sends post reports, their statuses, tries and posters: the start-up's until the
+            # inspection API changes them (set_delivery_reports).
             self.dlr_enabled = self.config.dlr
             self.dlr_statuses = tuple(self.config.dlr_statuses)
             self.dlr_tries = self.config.dlr_tries
+            self.dlr_concurrency = self.config.dlr_concurrency
             # Requests received per endpoint name (ENDPOINTS), faulty ones included: how tests see
             # that a send was made exactly once and a read retried.
             self.requests: dict[str, int] = dict.fromkeys(ENDPOINTS, 0)
 
     def set_delivery_reports(
-        self, enabled: bool, statuses: Sequence[int] | None = None, tries: int | None = None
+        self,
+        enabled: bool,
+        statuses: Sequence[int] | None = None,
+        tries: int | None = None,
+        concurrency: int | None = None,
     ) -> None:
-        """Turn the posting of delivery reports on or off, and choose their statuses (until a reset).
+        """Turn the posting of delivery reports on or off, and choose how they go (until a reset).
 
         :param enabled: post one report per number sent after each send.
         :param statuses: the statuses, taken in turn (the start-up's when None).
-        :param tries: tries per report (the start-up's when None); the backoff doubles up to 5 s.
+        :param tries: tries per report (the start-up's when None); the backoff doubles up to
+            ``SandboxConfig.dlr_max_wait``.
+        :param concurrency: reports posted at once (the start-up's when None).
         """
         if statuses is not None and (not statuses or not all(isinstance(s, int) for s in statuses)):
             raise ValueError(f"statuses must be a non-empty list of integers, got {statuses!r}")
-        if tries is not None and (not isinstance(tries, int) or tries < 1):
-            raise ValueError(f"tries must be an integer of at least 1, got {tries!r}")
+        for name, value in (("tries", tries), ("concurrency", concurrency)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
         with self._lock:
             self.dlr_enabled = enabled
             if statuses is not None:
                 self.dlr_statuses = tuple(statuses)
             if tries is not None:
                 self.dlr_tries = tries
+            if concurrency is not None:
+                self.dlr_concurrency = concurrency
+
+    def set_next_ticket(self, ticket: int) -> None:
+        """Number the next campaign ``ticket`` (then on from there), until a reset (back to 5000001).
+
+        Tests that share a receiver's database across resets use it to keep their campaigns apart.
+
+        :param ticket: the next campaign's ticket, 1 or more.
+        """
+        if not isinstance(ticket, int) or isinstance(ticket, bool) or ticket < 1:
+            raise ValueError(f"ticket must be an integer of at least 1, got {ticket!r}")
+        with self._lock:
+            self._tickets = itertools.count(ticket)
 
     def set_credits(self, credits: int) -> int:
         """Set the account's credit balance.
@@ -552,21 +686,14 @@ class SandboxState:
             self.webhooks[webhook_id] = record
             return webhook
 
-    def record_webhook_call(
-        self, webhook_id: str, http_code: int, report: dict[str, Any] | None = None
-    ) -> None:
+    def record_webhook_call(self, webhook_id: str, http_code: int) -> None:
         """Keep the HTTP code of the latest call to a webhook, as its ``last_http_code``.
 
-        :param report: the delivery report that call carried: counted as tried, and as acknowledged
-            when the answer was a 2xx.
+        (What each delivery report's calls got is counted in its :class:`DeliveryLedger`.)
         """
         with self._lock:
             if webhook_id in self.webhooks:
                 self.webhooks[webhook_id]["last_http_code"] = http_code
-            if report is not None:
-                self.dlr_attempts += 1
-                if 200 <= http_code < 300:
-                    self.dlr_acknowledged.append(report)
 
     # ------------------------------------------------------------------------------------ faults
 

@@ -20,6 +20,7 @@ import requests
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsMaybeSentError, SmsNotFoundError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
+from airflow_provider_sms.sandbox.dlr_poster import retry_after_seconds
 from airflow_provider_sms.sandbox.state import SandboxConfig
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH
@@ -374,6 +375,201 @@ def test_delivery_reports_are_retried_until_acknowledged_with_the_configured_sta
     ]
     assert counts["attempted"] == 5  # the first report tried three times
     assert [r["destination"] for r in counts["acknowledged"]] == ["33612000001", "33612000002", "33612000003"]
+
+
+class _ScriptedReceiver(BaseHTTPRequestHandler):
+    """Answers delivery reports from a script (then 200), after ``delay`` seconds; notes when each came
+    and the most calls it held at once."""
+
+    script: list[tuple[int, dict[str, str]]]
+    arrivals: list[tuple[float, str]]
+    delay: float
+    busy: list[int]  # [calls under way, most at once]
+    lock: threading.Lock
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            self.arrivals.append((time.monotonic(), body["destination"]))
+            code, headers = self.script.pop(0) if self.script else (200, {})
+            self.busy[0] += 1
+            self.busy[1] = max(self.busy)
+        time.sleep(self.delay)
+        with self.lock:
+            self.busy[0] -= 1
+        self.send_response(code)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted_receiver() -> Iterator[tuple[str, type[_ScriptedReceiver]]]:
+    """A loopback DLR receiver answering from its ``script``: its URL and its class (to script it)."""
+    handler = type(
+        "Scripted",
+        (_ScriptedReceiver,),
+        {"script": [], "arrivals": [], "delay": 0.0, "busy": [0, 0], "lock": threading.Lock()},
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/dlr", handler
+    server.shutdown()
+    server.server_close()
+
+
+def wait_until_posted(server: SandboxServer, reports: int) -> dict[str, Any]:
+    """The ledger's counts once ``reports`` reports are done (acknowledged or given up)."""
+    deadline = time.monotonic() + 30  # bounds the wait; not a timing assertion
+    counts = server.inspect.delivery_report_counts()
+    while (counts["reports"] < reports or counts["in_progress"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        counts = server.inspect.delivery_report_counts()
+    return counts
+
+
+def test_delivery_reports_honour_retry_after_up_to_the_longest_wait(scripted_receiver, monkeypatch):
+    url, receiver = scripted_receiver
+    # The first report is asked to wait 1 s, the second 3600 s: the sandbox waits 1 s, then its cap.
+    receiver.script = [(503, {"Retry-After": "1"}), (200, {}), (503, {"Retry-After": "3600"})]
+    config = SandboxConfig(dlr=True, dlr_backoff=0.01, dlr_max_wait=1.5)
+    with SandboxServer(token=TEST_TOKEN, config=config) as server:
+        server.inspect.set_webhook("1", url=url)
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json())
+        ticket = SmsHook("sms_dlr").send(ALERT, ["33612000001", "33612000002"]).ticket
+        counts = wait_until_posted(server, 2)
+        ledger = server.inspect.delivery_report_ledger()
+
+    (first, _), (again, _), (second, _), (second_again, _) = receiver.arrivals
+    assert again - first >= 1.0  # Retry-After honoured (longer than the backoff)
+    assert 1.5 <= second_again - second < 10  # ... but capped at dlr_max_wait, not an hour
+    assert counts == {
+        "reports": 2,
+        "acknowledged": 2,
+        "given_up": 0,
+        "in_progress": 0,
+        "tries": 4,
+        "answers": {"200": 2, "503": 2},
+        "retry_after": {"503": 2},
+    }
+    assert ledger == [
+        {
+            "campaign_id": int(ticket),
+            "destination": number,
+            "status": 3,
+            "tries": 2,
+            "code": 200,
+            "acknowledged": True,
+            "done": True,
+        }
+        for number in ("33612000001", "33612000002")
+    ]
+
+
+def test_delivery_reports_unanswered_are_given_up_after_the_last_try_and_counted(monkeypatch):
+    # The seeded webhook's URL (127.0.0.1:9) has nothing listening: every call goes unanswered.
+    config = SandboxConfig(dlr=True, dlr_tries=3, dlr_backoff=0.01)
+    with SandboxServer(token=TEST_TOKEN, config=config) as server:
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json())
+        SmsHook("sms_dlr").send(ALERT, ["33612000001"])
+        counts = wait_until_posted(server, 1)
+        (row,) = server.inspect.delivery_report_ledger()
+        whole = server.inspect.delivery_reports()
+
+    assert (counts["acknowledged"], counts["given_up"], counts["answers"]) == (0, 1, {"0": 3})
+    assert counts["retry_after"] == {}
+    assert (row["tries"], row["code"], row["acknowledged"], row["done"]) == (3, 0, False, True)
+    assert (whole["attempted"], whole["acknowledged"]) == (3, [])
+
+
+def test_concurrent_posters_share_a_campaigns_reports(scripted_receiver, monkeypatch):
+    url, receiver = scripted_receiver
+    receiver.delay = 0.05  # long enough for the posters to overlap
+    numbers = [f"336120{index:05d}" for index in range(40)]
+    config = SandboxConfig(dlr=True, dlr_concurrency=4)
+    with SandboxServer(token=TEST_TOKEN, config=config) as server:
+        server.inspect.set_webhook("1", url=url)
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DLR", server.connection_json())
+        SmsHook("sms_dlr").send(ALERT, numbers)
+        counts = wait_until_posted(server, len(numbers))
+        ledger = server.inspect.delivery_report_ledger()
+
+    assert 2 <= receiver.busy[1] <= 4  # several at once, never more than the posters
+    assert sorted(destination for _, destination in receiver.arrivals) == numbers  # each once
+    assert (counts["acknowledged"], counts["tries"]) == (40, 40)
+    assert [row["destination"] for row in ledger] == numbers  # the ledger keeps the numbers' order
+
+
+def test_concurrency_and_the_next_ticket_are_set_at_run_time_until_a_reset(
+    scripted_receiver, sms_sandbox, monkeypatch
+):
+    url, receiver = scripted_receiver
+    receiver.delay = 0.05
+    inspect = sms_sandbox.inspect
+    inspect.set_webhook("1", url=url)
+    inspect.set_delivery_reports(True, statuses=[3, 12], tries=2, concurrency=3)
+    inspect.set_next_ticket(7_000_001)
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", sms_sandbox.connection_json())
+    numbers = [f"336120{index:05d}" for index in range(12)]
+
+    assert SmsHook().send(ALERT, numbers).ticket == "7000001"
+    counts = wait_until_posted(sms_sandbox, len(numbers))
+    assert counts["acknowledged"] == 12
+    assert 2 <= receiver.busy[1] <= 3
+    assert {row["campaign_id"] for row in inspect.delivery_report_ledger()} == {7_000_001}
+    assert SmsHook().send(ALERT, ["33612000099"]).ticket == "7000002"
+    with pytest.raises(requests.HTTPError, match="concurrency must be an integer of at least 1"):
+        inspect.set_delivery_reports(True, concurrency=0)
+    with pytest.raises(requests.HTTPError, match="ticket must be an integer of at least 1"):
+        inspect.set_next_ticket(0)
+    inspect.reset()
+    assert (sms_sandbox.state.dlr_concurrency, inspect.delivery_report_ledger()) == (1, [])
+    assert SmsHook().send(ALERT, ["33612000098"]).ticket == "5000001"
+
+
+def test_a_reset_stops_the_reports_still_being_posted(scripted_receiver, sms_sandbox, monkeypatch):
+    url, receiver = scripted_receiver
+    receiver.delay = 0.02
+    sms_sandbox.inspect.set_webhook("1", url=url)
+    sms_sandbox.inspect.set_delivery_reports(True)
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", sms_sandbox.connection_json())
+    SmsHook().send(ALERT, [f"336120{index:05d}" for index in range(500)])
+    deadline = time.monotonic() + 20  # bounds the wait; not a timing assertion
+    while len(receiver.arrivals) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    sms_sandbox.inspect.reset()
+    time.sleep(0.2)  # a call under way at the reset may still land
+    stopped_at = len(receiver.arrivals)
+    time.sleep(0.5)
+    assert len(receiver.arrivals) == stopped_at < 500
+    assert sms_sandbox.inspect.delivery_report_counts()["reports"] == 0  # the new ledger is empty
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        ("30", 30.0),
+        (" 2 ", 2.0),
+        ("soon", None),
+        ("-1", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date in the past: no wait
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_an_http_date(header, seconds):
+    assert retry_after_seconds(header) == seconds
+
+
+def test_retry_after_as_a_future_http_date_is_the_time_left():
+    when = pendulum.now("UTC").add(seconds=60)
+    assert 50 < (retry_after_seconds(when.format("ddd, DD MMM YYYY HH:mm:ss [GMT]")) or 0) <= 60
 
 
 def test_npai_pages_with_start_and_length(sms_sandbox):
