@@ -51,6 +51,21 @@ def clear(metadata_db: Any) -> None:
             connection.execute(table.delete())
 
 
+def campaign_reports(
+    campaign_id: int, count: int, *, status: int = 3, prefix: str = "3361"
+) -> list[DeliveryReport]:
+    """One report per number of a campaign, all at 10:00 Paris time."""
+    return [
+        DeliveryReport(
+            date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
+            status=status,
+            destination=f"{prefix}{index:07d}",
+            campaign_id=campaign_id,
+        )
+        for index in range(count)
+    ]
+
+
 def store(metadata_db: Any, reports: list[DeliveryReport], conn_id: str = "sms_default") -> list[bool]:
     with metadata_db.Session() as session, session.begin():
         stored = insert_reports(session, [(conn_id, report) for report in reports])
@@ -139,15 +154,7 @@ def test_a_repeated_report_is_stored_once_even_within_one_commit(db: Any) -> Non
 
 
 def test_two_flushers_at_once_put_each_report_in_exactly_one_batch(db: Any) -> None:
-    reports = [
-        DeliveryReport(
-            date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
-            status=3,
-            destination=f"3361{index:07d}",
-            campaign_id=21,
-        )
-        for index in range(600)
-    ]
+    reports = campaign_reports(21, 600)
     store(db, reports)
     errors: list[BaseException] = []
 
@@ -174,15 +181,7 @@ def test_two_flushers_at_once_put_each_report_in_exactly_one_batch(db: Any) -> N
 
 
 def test_failed_numbers_come_in_pages(db: Any) -> None:
-    reports = [
-        DeliveryReport(
-            date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
-            status=12,
-            destination=f"3362{index:07d}",
-            campaign_id=31,
-        )
-        for index in range(7)
-    ]
+    reports = campaign_reports(31, 7, status=12, prefix="3362")
     store(db, reports)
     flush_all(db, iter([1000] * 10))
     numbers: list[str] = []
@@ -202,15 +201,7 @@ def test_failed_numbers_come_in_pages(db: Any) -> None:
 
 def test_prune_removes_old_campaigns_whole_and_never_a_report_not_yet_in_an_event(db: Any) -> None:
     def campaign(campaign_id: int, count: int) -> list[DeliveryReport]:
-        return [
-            DeliveryReport(
-                date=dt.datetime(2026, 11, 24, 10, tzinfo=PARIS),
-                status=3,
-                destination=f"3363{index:07d}",
-                campaign_id=campaign_id,
-            )
-            for index in range(count)
-        ]
+        return campaign_reports(campaign_id, count, prefix="3363")
 
     store(db, campaign(41, 3) + campaign(42, 2))
     flush_all(db, iter([1000] * 10))
