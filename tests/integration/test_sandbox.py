@@ -561,6 +561,7 @@ def test_a_reset_stops_the_reports_still_being_posted(scripted_receiver, sms_san
         ("soon", None),
         ("-1", None),
         ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date in the past: no wait
+        ("Wed, 21 Oct 2015 07:28:00 -0000", 0.0),  # read as UTC too (Python gives it no zone)
     ],
 )
 def test_retry_after_is_read_as_seconds_or_an_http_date(header, seconds):
