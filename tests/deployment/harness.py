@@ -11,6 +11,13 @@
   whose tasks reach the API server's execution API through a second proxy, where a test can hold back
   chosen requests (say, the write of a send guard) while it kills the worker.
 
+On demand, a test can add more API servers (:meth:`Deployment.start_api_server`, same database and
+configuration, each on its own port) behind a round-robin load balancer
+(:meth:`Deployment.start_load_balancer`, a :class:`RoundRobinProxy`), kill one with SIGKILL and start it
+again (:meth:`Deployment.kill_api_server`), and stop PostgreSQL for a while (:meth:`Deployment.postgres_down`:
+:meth:`Deployment.stop_postgres`, :meth:`Deployment.restart_postgres`, then :meth:`Deployment.revive` for
+the components that exited meanwhile).
+
 Every process runs in its own session (process group), so :meth:`Deployment.stop` ends it with all its
 children. Missing Debian packages are installed with apt once; when that is impossible the harness
 raises :class:`DeploymentError` (the tests fail, they never skip).
@@ -33,8 +40,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +53,8 @@ AIRFLOW = str(BIN / "airflow")
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
 DEBIAN_PACKAGES = ("postgresql", "redis-server")
 WORKERS = ("worker1", "worker2")
+# The Airflow components every deployment runs (more API servers are started on demand).
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS)
 # What Airflow uses: stopped after the Airflow components.
 SERVICES = ("postgres", "redis", "sandbox")
 # Settings that make a two-core machine react in seconds rather than minutes (see the docs page).
@@ -68,6 +77,8 @@ CELERY_EXECUTOR = "airflow.providers.celery.executors.celery_executor.CeleryExec
 READY_MARKERS = {"worker1": "ready.", "worker2": "ready.", "triggerer": "Starting the triggerer"}
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 15.0
+# How long Deployment.revive watches components after an outage: they give up within seconds.
+REVIVE_WATCH = 20.0
 
 
 class DeploymentError(RuntimeError):
@@ -397,7 +408,146 @@ class RecordingProxy:
         self._server.server_close()
 
 
+# ------------------------------------------------------------------------------- load balancer
+
+# A client connection idle this long is closed; an API server that takes this long to answer is a 502.
+CLIENT_IDLE_TIMEOUT = 30.0
+BACKEND_TIMEOUT = 30.0
+# Headers that concern one hop only: never passed on (Content-Length is set again by the proxy).
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    }
+)
+
+
+@dataclass
+class BackendTally:
+    """What a :class:`RoundRobinProxy` did with the requests it sent to one backend."""
+
+    port: int
+    forwarded: int = 0
+    answers: dict[int, int] = field(default_factory=dict)
+    # Requests answered 502 by the proxy: nothing listened, or the backend died before answering.
+    failed: int = 0
+
+
+class RoundRobinProxy:
+    """A load balancer on 127.0.0.1: each request goes to the next backend in turn.
+
+    Per request, not per connection (a client keeping its connection alive still reaches every
+    backend). It never retries: a backend that is down, or dies before answering, makes the proxy
+    answer 502 (as a real load balancer with no health check yet does), so that the client's own
+    retries are what recovers, and a POST is never sent twice by the proxy. Bounded: idle client
+    connections close after :data:`CLIENT_IDLE_TIMEOUT`, a backend's answer is awaited at most
+    :data:`BACKEND_TIMEOUT`; its threads are daemons, and :meth:`stop` ends it.
+
+    :param backend_ports: the ports on 127.0.0.1 it spreads the requests over.
+    :param name: what it stands in front of, for its thread's name.
+    """
+
+    def __init__(self, backend_ports: list[int], name: str) -> None:
+        if not backend_ports:
+            raise DeploymentError("a round-robin proxy needs at least one backend")
+        self.backends = [BackendTally(port) for port in backend_ports]
+        self._turn = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            # HTTP/1.1: the client's connection is kept alive across requests (each still balanced).
+            protocol_version = "HTTP/1.1"
+            timeout = CLIENT_IDLE_TIMEOUT
+
+            def setup(self) -> None:
+                super().setup()
+                # The head and the body of an answer are two writes: without this, Nagle's algorithm
+                # and the client's delayed ACK hold the body back 40 ms on every kept-alive request.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def _forward(self) -> None:
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    self._answer(411, b"the load balancer needs a Content-Length", [])
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                backend = proxy._next_backend()
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host"}}
+                upstream = http.client.HTTPConnection("127.0.0.1", backend.port, timeout=BACKEND_TIMEOUT)
+                try:
+                    upstream.request(self.command, self.path, body=body or None, headers=headers)
+                    answer = upstream.getresponse()
+                    payload = answer.read()
+                except (OSError, http.client.HTTPException):
+                    proxy._count(backend, None)
+                    self._answer(502, b"the API server did not answer", [])
+                    return
+                finally:
+                    upstream.close()
+                proxy._count(backend, answer.status)
+                self._answer(answer.status, payload, answer.getheaders())
+
+            def _answer(self, status: int, payload: bytes, headers: list[tuple[str, str]]) -> None:
+                self.send_response(status)
+                for key, value in headers:
+                    if key.lower() not in HOP_BY_HOP:
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # counted per backend instead
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"lb-{name}", daemon=True)
+
+    def _next_backend(self) -> BackendTally:
+        with self._lock:
+            backend = self.backends[self._turn % len(self.backends)]
+            self._turn += 1
+            backend.forwarded += 1
+            return backend
+
+    def _count(self, backend: BackendTally, status: int | None) -> None:
+        with self._lock:
+            if status is None:
+                backend.failed += 1
+            else:
+                backend.answers[status] = backend.answers.get(status, 0) + 1
+
+    def tallies(self) -> list[BackendTally]:
+        """A copy of what each backend got so far, in the order of the backends."""
+        with self._lock:
+            return [replace(backend, answers=dict(backend.answers)) for backend in self.backends]
+
+    def start(self) -> RoundRobinProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 # ------------------------------------------------------------------------------- Airflow's REST API
+
+
+# Asset events read per request (the REST API's page).
+ASSET_EVENTS_PAGE = 100
 
 
 class AirflowApi:
@@ -472,6 +622,37 @@ class AirflowApi:
         body = self.call("GET", "/variables", params={"variable_key_pattern": pattern, "limit": 100})
         return {v["key"]: v["value"] for v in body["variables"]}
 
+    def asset_id(self, name: str) -> int | None:
+        """The id of the asset named ``name``, or None while no DAG declares it (Airflow has none)."""
+        body = self.call("GET", "/assets", params={"name_pattern": name, "limit": 100})
+        ids = [asset["id"] for asset in body["assets"] if asset["name"] == name]
+        return int(ids[0]) if ids else None
+
+    def asset_events(self, name: str, since: str | None = None) -> list[dict[str, Any]]:
+        """Every event of the asset named ``name`` (since ``since``, an ISO 8601 time), oldest first.
+
+        Each is the REST API's record: ``id``, ``asset_id``, ``extra``, ``timestamp``,
+        ``created_dagruns`` (the runs it started)... An asset no DAG declares has none.
+        """
+        asset_id = self.asset_id(name)
+        if asset_id is None:
+            return []
+        events: list[dict[str, Any]] = []
+        while True:
+            params: dict[str, Any] = {
+                "asset_id": asset_id,
+                # Airflow adds the id as the tie-break: pages do not overlap.
+                "order_by": "timestamp",
+                "limit": ASSET_EVENTS_PAGE,
+                "offset": len(events),
+            }
+            if since is not None:
+                params["timestamp_gte"] = since
+            page = self.call("GET", "/assets/events", params=params)["asset_events"]
+            events += page
+            if len(page) < ASSET_EVENTS_PAGE:
+                return events
+
     def forget_campaigns(self) -> None:
         """Delete the campaign registers (``sms_campaign:`` Variables): each scenario starts afresh."""
         for key in self.variables("sms_campaign:%"):
@@ -498,6 +679,7 @@ class Deployment:
     proxy: RecordingProxy | None = None
     execution_proxy: RecordingProxy | None = None
     api: AirflowApi | None = None
+    balancers: list[RoundRobinProxy] = field(default_factory=list)
     shared_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _pg_data: Path | None = None
 
@@ -643,9 +825,28 @@ class Deployment:
         extra = {"format": "json", "dlr_webhook_id": "1", "dlr_allowed_callers": ["127.0.0.1"], **extra}
         return json.dumps({"conn_type": "sms", "host": url, "password": self.token, "extra": extra})
 
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL of the metadata database (PostgreSQL)."""
+        return f"postgresql+psycopg2://airflow@127.0.0.1:{self.ports['postgres']}/airflow"
+
+    def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        """The rows of one SQL statement on the metadata database, on a connection of its own.
+
+        :param sql: the statement, with ``:name`` placeholders for ``params``.
+        """
+        import sqlalchemy
+        from sqlalchemy.pool import NullPool
+
+        engine = sqlalchemy.create_engine(self.database_url, poolclass=NullPool)
+        try:
+            with engine.connect() as connection:
+                return [tuple(row) for row in connection.execute(sqlalchemy.text(sql), params)]
+        finally:
+            engine.dispose()
+
     def airflow_env(self, **extra: str) -> dict[str, str]:
         """The environment every Airflow process of the deployment shares (configuration by variables)."""
-        postgres = f"airflow@127.0.0.1:{self.ports['postgres']}/airflow"
         api = self.ports.setdefault("api", free_port())
         env = {name: value for name, value in os.environ.items() if not name.startswith("AIRFLOW")}
         env.update(
@@ -661,9 +862,9 @@ class Deployment:
                 # Each worker names itself (SMS_DEPLOYMENT_WORKER), so a task instance's hostname says
                 # which worker ran it although both run on this machine.
                 "AIRFLOW__CORE__HOSTNAME_CALLABLE": "tests.deployment.hostname.worker_name",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{postgres}",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
                 "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{self.ports['redis']}/0",
-                "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg2://{postgres}",
+                "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.database_url}",
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(api),
                 "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api}",
@@ -727,6 +928,8 @@ class Deployment:
                 "--without-mingle",
                 "--without-gossip",
             ]
+        if name.startswith("api-server-"):
+            return [AIRFLOW, "api-server", "--port", str(self.api_port(name))]
         return [AIRFLOW, name]
 
     def component_env(self, name: str) -> dict[str, str]:
@@ -743,6 +946,9 @@ class Deployment:
                 SMS_DEPLOYMENT_WORKER=name,
                 AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.execution_proxy.port}/execution/",
             )
+        if name.startswith("api-server-"):
+            # Everything shared (database, secrets, [api] base_url: the tasks' API server) but the port.
+            return self.airflow_env(SMS_DEPLOYMENT_WORKER=name, AIRFLOW__API__PORT=str(self.api_port(name)))
         return self.airflow_env(SMS_DEPLOYMENT_WORKER=name)
 
     def start_component(self, name: str) -> Process:
@@ -753,8 +959,8 @@ class Deployment:
 
     def ready(self, name: str) -> bool:
         """Whether a component is up: the API server's port answers, or the log says it is ready."""
-        if name == "api-server":
-            return port_open(self.ports["api"])
+        if name.startswith("api-server"):
+            return port_open(self.api_port(name))
         marker = READY_MARKERS.get(name)
         return marker is None or marker in self.processes[name].log()
 
@@ -769,9 +975,9 @@ class Deployment:
         self.execution_proxy = RecordingProxy(
             self.ports.setdefault("api", free_port()), "execution-api"
         ).start()
-        for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
+        for name in COMPONENTS:
             self._spawn(name, self.component_command(name), self.component_env(name))
-        for name in ("api-server", "scheduler", "dag-processor", "triggerer", *WORKERS):
+        for name in COMPONENTS:
             self.wait_ready(name)
         self.api = AirflowApi(f"http://127.0.0.1:{self.ports['api']}")
         wait_for("a JWT from the API server", lambda: self.api.login() is None, START_TIMEOUT)  # type: ignore[union-attr]
@@ -791,6 +997,114 @@ class Deployment:
     def dag_ids(self) -> set[str]:
         assert self.api is not None
         return {dag["dag_id"] for dag in self.api.call("GET", "/dags", params={"limit": 100})["dags"]}
+
+    # -------------------------------------------------------------------- more API servers
+
+    @staticmethod
+    def api_server_name(index: int) -> str:
+        """The component name of API server ``index``: 0 is the deployment's own, ``api-server``;
+        1 is ``api-server-2``, and so on."""
+        return "api-server" if index == 0 else f"api-server-{index + 1}"
+
+    def api_port(self, name: str) -> int:
+        """The port of the API server ``name``, chosen the first time it is asked for."""
+        return self.ports.setdefault(name.replace("api-server", "api"), free_port())
+
+    def api_url(self, index: int = 0) -> str:
+        """The base URL of API server ``index``."""
+        return f"http://127.0.0.1:{self.api_port(self.api_server_name(index))}"
+
+    def start_api_server(self, index: int = 1) -> Process:
+        """Start API server ``index`` (again, after :meth:`kill_api_server`); return once it answers.
+
+        Every API server shares the database and the configuration; only the port differs. The tasks
+        and the triggerer keep using API server 0 (``[api] base_url``).
+        """
+        return self.start_component(self.api_server_name(index))
+
+    def kill_api_server(self, index: int = 1) -> None:
+        """SIGKILL API server ``index`` and everything it started, as a crashed machine would stop."""
+        self.processes[self.api_server_name(index)].kill()
+
+    def stop_api_server(self, index: int = 1) -> None:
+        """Stop API server ``index`` as an operator would (SIGTERM; killed after STOP_TIMEOUT)."""
+        self.processes[self.api_server_name(index)].stop()
+
+    def start_load_balancer(self, indexes: Sequence[int] = (0, 1)) -> RoundRobinProxy:
+        """A :class:`RoundRobinProxy` in front of the API servers ``indexes`` (started or not yet).
+
+        :meth:`stop` stops it with the deployment; a test may stop it earlier.
+        """
+        ports = [self.api_port(self.api_server_name(index)) for index in indexes]
+        balancer = RoundRobinProxy(ports, "api-servers").start()
+        self.balancers.append(balancer)
+        return balancer
+
+    # -------------------------------------------------------------------- PostgreSQL down and up
+
+    def _pg_tool(self, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+        pg_bin = postgres_bin()
+        if pg_bin is None or self._pg_data is None:
+            raise DeploymentError("PostgreSQL is not set up")
+        command = self._as_postgres([str(pg_bin / tool), *args])
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    def stop_postgres(self) -> None:
+        """Stop PostgreSQL with ``pg_ctl stop -m fast`` (sessions ended, transactions under way rolled
+        back, nothing committed lost); return once it has exited. Its port then refuses connections."""
+        result = self._pg_tool("pg_ctl", "stop", "-D", str(self._pg_data), "-m", "fast", "-w", "-t", "60")
+        if result.returncode != 0:
+            raise DeploymentError(f"pg_ctl stop failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        postgres = self.processes["postgres"]
+        if postgres.popen is not None:
+            postgres.popen.wait(timeout=STOP_TIMEOUT)
+
+    def restart_postgres(self) -> None:
+        """Start PostgreSQL again on its data, port and settings (what ``pg_ctl start`` would do, but in the
+        foreground as at start-up, so that :meth:`stop` still ends it); return once it accepts connections."""
+        postgres = self.processes["postgres"]
+        if postgres.running:
+            raise DeploymentError("PostgreSQL is already running")
+        postgres.start()
+        ready = ("pg_isready", "-h", "127.0.0.1", "-p", str(self.ports["postgres"]), "-U", "airflow")
+        wait_for(
+            "postgres to accept connections again",
+            lambda: self._pg_tool(*ready).returncode == 0,
+            60,
+            interval=0.3,
+        )
+
+    @contextlib.contextmanager
+    def postgres_down(self) -> Iterator[list[str]]:
+        """PostgreSQL stopped for the block (:meth:`stop_postgres`), then, whatever happened in it, started
+        again (:meth:`restart_postgres`) and the components that exited meanwhile too (:meth:`revive`).
+
+        Yields a list that holds, once the block is over, the names of the components started again.
+        """
+        revived: list[str] = []
+        self.stop_postgres()
+        try:
+            yield revived
+        finally:
+            self.restart_postgres()
+            revived += self.revive()
+
+    def revive(self, names: Sequence[str] = COMPONENTS, watch: float = REVIVE_WATCH) -> list[str]:
+        """Start again those of the components ``names`` that exit within ``watch`` seconds (as a
+        supervisor such as systemd or Kubernetes would); return their names, once each is ready.
+
+        A component that lost its database may still be giving up when it is back (the triggerer
+        stops its log server first): it is watched for a while, not looked at once.
+        """
+        revived: list[str] = []
+        deadline = time.monotonic() + watch
+        while time.monotonic() < deadline:
+            for name in names:
+                if name in self.processes and not self.processes[name].running:
+                    self.start_component(name)
+                    revived.append(name)
+            time.sleep(0.5)
+        return revived
 
     def _spawn(
         self, name: str, command: list[str], env: Mapping[str, str], stop_signal: int = signal.SIGTERM
@@ -814,6 +1128,8 @@ class Deployment:
         for proxy in (self.proxy, self.execution_proxy):
             if proxy is not None:
                 proxy.stop()
+        for balancer in self.balancers:
+            balancer.stop()
         if self._pg_data is not None:
             shutil.rmtree(self._pg_data, ignore_errors=True)
 
