@@ -13,7 +13,10 @@ the database goes away (Airflow's own behaviour); they are started again as a su
 
 Both compare the receiver's table with the sandbox's ground truth (its ledger of every report posted
 and its answers): every report the sandbox saw acknowledged is stored exactly once, nothing else is
-stored for the campaign, and the deferred SmsDeliveryReportsSensor's counts equal the truth.
+stored for the campaign, and the deferred SmsDeliveryReportsSensor's counts equal the truth. A also
+checks the asset events: every stored report is in exactly one event (whichever API server's flusher
+made its batch, across the kill), no event carries a phone number, and the DAG scheduled on the asset
+read each of the campaign's batches in exactly one run and counted every report of them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from airflow_provider_sms.hooks.sms import SmsHook
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.deployment
 
 RECEIVER = "/sms/delivery-reports/sms_default"
+SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1"
 ASSET = "sms_delivery_reports/sms_default"
 WAIT_DAG = "deployment_delivery_wait"
 CONSUMER_DAG = "sms_on_delivery_reports"
@@ -174,6 +179,83 @@ def assert_sensor_counts_the_truth(api: AirflowApi, run_id: str, truth: set[Key]
     assert (delivery["failed_count"], delivery["failed"]) == (len(failed), failed)
 
 
+def assert_each_report_in_exactly_one_event(
+    deployment: Deployment, events: list[dict[str, Any]], ticket: int
+) -> Counter[str]:
+    """Every stored report of ``ticket`` is in a batch, and each of those batches has exactly one event
+    whose count is its reports'; returns the statuses of every report those events name."""
+    wait_for(
+        "the flusher to put every report in a batch",
+        lambda: (
+            not deployment.query(
+                "SELECT count(*) FROM sms_delivery_report WHERE conn_id = 'sms_default' AND batch IS NULL"
+            )[0][0]
+        ),
+        60,
+        interval=0.5,
+    )
+    batches = {
+        int(batch)
+        for (batch,) in deployment.query(
+            "SELECT DISTINCT batch FROM sms_delivery_report WHERE conn_id = 'sms_default' "
+            "AND campaign_id = :ticket",
+            ticket=ticket,
+        )
+    }
+    named = Counter(int(event["extra"]["batch"]) for event in events if "batch" in (event["extra"] or {}))
+    assert {batch: named[batch] for batch in batches} == dict.fromkeys(batches, 1)
+    sizes = dict(
+        deployment.query(
+            "SELECT batch, count(*) FROM sms_delivery_report WHERE conn_id = 'sms_default' "
+            "AND batch IS NOT NULL GROUP BY batch"
+        )
+    )
+    for event in events:
+        if "batch" in (event["extra"] or {}):
+            assert event["extra"]["reports"] == sizes[event["extra"]["batch"]], event["extra"]
+    statuses = deployment.query(
+        "SELECT status, count(*) FROM sms_delivery_report WHERE conn_id = 'sms_default' "
+        "AND batch IN (SELECT DISTINCT batch FROM sms_delivery_report WHERE campaign_id = :ticket) "
+        "GROUP BY status",
+        ticket=ticket,
+    )
+    return Counter({DELIVERY_STATUSES[int(status)]: int(n) for status, n in statuses})
+
+
+def consumed(api: AirflowApi, since: str) -> tuple[Counter[int], Counter[str]]:
+    """Of the consuming DAG's successful runs queued since ``since``: how many times each batch
+    triggered one, and the statuses their tasks counted, added up."""
+    batches: Counter[int] = Counter()
+    counted: Counter[str] = Counter()
+    after = datetime.fromisoformat(since)
+    runs = api.call("GET", f"/dags/{CONSUMER_DAG}/dagRuns", params={"limit": 1000})["dag_runs"]
+    for run in runs:
+        queued = run.get("queued_at")
+        if (
+            run["state"] != "success"
+            or not queued
+            or datetime.fromisoformat(queued.replace("Z", "+00:00")) < after
+        ):
+            continue
+        counted.update(api.xcom(CONSUMER_DAG, run["dag_run_id"], "count_statuses"))
+        path = f"/dags/{CONSUMER_DAG}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents"
+        for event in api.call("GET", path)["asset_events"]:
+            if "batch" in (event.get("extra") or {}):
+                batches[int(event["extra"]["batch"])] += 1
+    return batches, counted
+
+
+def statuses_of_batches(deployment: Deployment, batches: set[int]) -> Counter[str]:
+    """The statuses of every report in ``batches``."""
+    if not batches:
+        return Counter()
+    rows = deployment.query(
+        "SELECT status, count(*) FROM sms_delivery_report WHERE conn_id = 'sms_default' "
+        f"AND batch IN ({', '.join(str(int(b)) for b in batches)}) GROUP BY status"
+    )
+    return Counter({DELIVERY_STATUSES[int(status)]: int(n) for status, n in rows})
+
+
 def assert_no_number_in_events(api: AirflowApi, since: str, numbers: list[str]) -> list[dict[str, Any]]:
     """The asset's events since ``since`` name no phone number of the campaign (anyone who may read assets
     reads them); returns the events."""
@@ -226,12 +308,38 @@ def test_two_api_servers_one_killed_in_the_middle_store_every_acknowledged_repor
     assert_stored_exactly_once(deployment, truth, TICKET_A)
     assert_sensor_counts_the_truth(api, run_id, truth)
     timings["two API servers: until the sensor's counts"] = time.monotonic() - began
-    assert_no_number_in_events(api, since, numbers)
-    # The asset-event guarantees are asserted here once the flusher's batches are final, with
-    # api.asset_events(ASSET, since) and the table's `batch` column: each of this campaign's stored
-    # reports is in exactly one asset event (across the kill, whichever API server's flusher made the
-    # batch), and the runs of CONSUMER_DAG since `since` counted each of its reports exactly once
-    # (their `count_statuses` results added up equal the truth's counts by status).
+    # Each stored report is in exactly one asset event, whichever API server's flusher made its batch.
+    events = assert_no_number_in_events(api, since, numbers)
+    in_events = assert_each_report_in_exactly_one_event(deployment, events, TICKET_A)
+    campaign_batches = {
+        int(batch)
+        for (batch,) in deployment.query(
+            "SELECT DISTINCT batch FROM sms_delivery_report WHERE campaign_id = :ticket", ticket=TICKET_A
+        )
+    }
+    assert in_events == Counter(DELIVERY_STATUSES[status] for _, _, status in truth)
+    # The DAG scheduled on the asset counted each report once. Airflow hands the events recorded while
+    # its scheduler makes a run to the next run, which the next event starts: one more report (another
+    # campaign's) ends the burst.
+    extra = {"date": "2026-11-25T12:00:00+01:00", "status": 9, "destination": "33699000019", "campaign_id": 2}
+    answer = httpx.post(
+        balancer.url + RECEIVER,
+        content=json.dumps(extra).encode(),
+        headers={"Content-Type": "application/json", "X-SMSFactor-Signature": SIGNATURE},
+        timeout=30,
+    )
+    assert answer.status_code == 200
+    wait_for(
+        "the consuming DAG to read every batch of the campaign",
+        lambda: campaign_batches <= set(consumed(api, since)[0]),
+        POSTING_TIMEOUT,
+        interval=2,
+    )
+    batches, counted = consumed(api, since)
+    assert {batch: batches[batch] for batch in campaign_batches} == dict.fromkeys(campaign_batches, 1)
+    # What the runs' tasks counted is every report of the batches they were handed, once.
+    assert counted == statuses_of_batches(deployment, set(batches))
+    timings["two API servers: until the consuming DAG counted every report"] = time.monotonic() - began
 
 
 def test_postgres_stopped_during_ingest_is_503_with_retry_after_and_nothing_is_lost(
