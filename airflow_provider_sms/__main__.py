@@ -35,14 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(never one whose task may still run or retry), and the campaign registers with no entry left in "
         "the duplicate window. Unreadable records are kept and listed.",
     )
-    prune.add_argument(
-        "--older-than",
-        type=_duration,
-        default=None,
-        help="keep guards of task instances that ended more recently than this (default: [sms] "
+    _add_prune_options(
+        prune,
+        keep="keep guards of task instances that ended more recently than this (default: [sms] "
         "record_retention_days, 30 days)",
+        dry_run="list what would be deleted; delete nothing",
     )
-    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     reports = commands.add_parser(
         "prune-delivery-reports",
         help="delete the delivery reports of campaigns whose last report is older than --older-than",
@@ -50,15 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
         "campaigns whose last report arrived longer ago than --older-than. Reports not yet in an asset "
         "event are never deleted: their campaign is kept and listed.",
     )
-    reports.add_argument(
-        "--older-than",
-        type=_duration,
-        default=None,
-        help="keep campaigns with a report more recent than this (default: [sms] "
+    _add_prune_options(
+        reports,
+        keep="keep campaigns with a report more recent than this (default: [sms] "
         "delivery_report_retention_days, 90 days)",
+        dry_run="count what would be deleted; delete nothing",
     )
-    reports.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     return parser
+
+
+def _add_prune_options(command: argparse.ArgumentParser, *, keep: str, dry_run: str) -> None:
+    """``--older-than`` and ``--dry-run``, which every prune command takes, with their help texts."""
+    command.add_argument("--older-than", type=_duration, default=None, help=keep)
+    command.add_argument("--dry-run", action="store_true", help=dry_run)
 
 
 def main(argv: list[str] | None = None) -> int:
