@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import bindparam, func, insert, select, tuple_, update
+from sqlalchemy import func, select, tuple_, update
 
+from airflow_provider_sms.delivery_reports.store import write_rows
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
     delivery_count_table,
@@ -220,34 +221,21 @@ def _write_messages(
     changed: dict[tuple[int, str], Latest],
     before: dict[tuple[int, str], Latest],
 ) -> None:
-    new = [
-        {"conn_id": conn_id, "campaign_id": key[0], "destination": key[1], **_message_values(message)}
-        for key, message in changed.items()
-        if key not in before
-    ]
-    if new:
-        session.execute(insert(delivery_message_table), new)
-    moved = [
-        {
-            "k_campaign_id": key[0],
-            "k_destination": key[1],
-            **{f"v_{name}": value for name, value in _message_values(message).items()},
-        }
-        for key, message in changed.items()
-        if key in before
-    ]
-    if moved:
-        messages = delivery_message_table.c
-        session.execute(
-            update(delivery_message_table)
-            .where(
-                messages.conn_id == conn_id,
-                messages.campaign_id == bindparam("k_campaign_id"),
-                messages.destination == bindparam("k_destination"),
-            )
-            .values({name: bindparam(f"v_{name}") for name in _message_values(next(iter(changed.values())))}),
-            moved,
-        )
+    write_rows(
+        session,
+        delivery_message_table,
+        {"conn_id": conn_id},
+        [
+            {"campaign_id": key[0], "destination": key[1], **_message_values(message)}
+            for key, message in changed.items()
+            if key not in before
+        ],
+        [
+            ({"campaign_id": key[0], "destination": key[1]}, _message_values(message))
+            for key, message in changed.items()
+            if key in before
+        ],
+    )
 
 
 def _write_counts(session: Session, conn_id: str, counts: Counter[tuple[int, int]]) -> None:
@@ -263,29 +251,21 @@ def _write_counts(session: Session, conn_id: str, counts: Counter[tuple[int, int
             )
         )
     }
-    new = [
-        {"conn_id": conn_id, "campaign_id": key[0], "status": key[1], "messages": delta}
-        for key, delta in deltas.items()
-        if key not in held
-    ]
-    if new:
-        session.execute(insert(delivery_count_table), new)
-    moved = [
-        {"k_campaign_id": key[0], "k_status": key[1], "v_messages": held[key] + delta}
-        for key, delta in deltas.items()
-        if key in held
-    ]
-    if moved:
-        session.execute(
-            update(delivery_count_table)
-            .where(
-                table.conn_id == conn_id,
-                table.campaign_id == bindparam("k_campaign_id"),
-                table.status == bindparam("k_status"),
-            )
-            .values(messages=bindparam("v_messages")),
-            moved,
-        )
+    write_rows(
+        session,
+        delivery_count_table,
+        {"conn_id": conn_id},
+        [
+            {"campaign_id": key[0], "status": key[1], "messages": delta}
+            for key, delta in deltas.items()
+            if key not in held
+        ],
+        [
+            ({"campaign_id": key[0], "status": key[1]}, {"messages": held[key] + delta})
+            for key, delta in deltas.items()
+            if key in held
+        ],
+    )
 
 
 def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> None:
@@ -307,32 +287,24 @@ def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> Non
             )
         )
     }
-    new = [
-        {"conn_id": conn_id, "campaign_id": cid, **values} for cid, values in seen.items() if cid not in held
-    ]
-    if new:
-        session.execute(insert(delivery_campaign_table), new)
-    moved = [
-        {
-            "k_campaign_id": cid,
-            "v_reports": held[cid].reports + values["reports"],
-            "v_first_reported_at": min(held[cid].first_reported_at, values["first_reported_at"]),
-            "v_last_received_at": max(held[cid].last_received_at, values["last_received_at"]),
-        }
-        for cid, values in seen.items()
-        if cid in held
-    ]
-    if moved:
-        session.execute(
-            update(delivery_campaign_table)
-            .where(table.conn_id == conn_id, table.campaign_id == bindparam("k_campaign_id"))
-            .values(
-                reports=bindparam("v_reports"),
-                first_reported_at=bindparam("v_first_reported_at"),
-                last_received_at=bindparam("v_last_received_at"),
-            ),
-            moved,
-        )
+    write_rows(
+        session,
+        delivery_campaign_table,
+        {"conn_id": conn_id},
+        [{"campaign_id": cid, **values} for cid, values in seen.items() if cid not in held],
+        [
+            (
+                {"campaign_id": cid},
+                {
+                    "reports": held[cid].reports + values["reports"],
+                    "first_reported_at": min(held[cid].first_reported_at, values["first_reported_at"]),
+                    "last_received_at": max(held[cid].last_received_at, values["last_received_at"]),
+                },
+            )
+            for cid, values in seen.items()
+            if cid in held
+        ],
+    )
 
 
 class DeclaredAssets:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, func, select
 
+from airflow_provider_sms.delivery_reports.store import Row, write_rows
 from airflow_provider_sms.delivery_reports.summary import REFUSAL_REASONS, RefusalCount
 from airflow_provider_sms.delivery_reports.tables import delivery_refusal_table
 
@@ -100,51 +101,21 @@ def write_refusals(session: Session, tallies: dict[tuple[str, str, datetime], Ta
             )
         )
     }
-    new: list[dict[str, object]] = []
-    moved: list[dict[str, object]] = []
+    new: list[Row] = []
+    moved: list[tuple[Row, Row]] = []
     for (conn_id, reason, minute), tally in tallies.items():
+        key = {"conn_id": conn_id, "reason": reason, "minute": minute}
         refused = held.get((conn_id, reason, minute))
+        values = {
+            "refused": tally.refused + (refused or 0),
+            "last_at": tally.last_at,
+            "last_detail": tally.last_detail,
+        }
         if refused is None:
-            new.append(
-                {
-                    "conn_id": conn_id,
-                    "reason": reason,
-                    "minute": minute,
-                    "server": server,
-                    "refused": tally.refused,
-                    "last_at": tally.last_at,
-                    "last_detail": tally.last_detail,
-                }
-            )
+            new.append({**key, **values})
         else:
-            moved.append(
-                {
-                    "k_conn_id": conn_id,
-                    "k_reason": reason,
-                    "k_minute": minute,
-                    "v_refused": refused + tally.refused,
-                    "v_last_at": tally.last_at,
-                    "v_last_detail": tally.last_detail,
-                }
-            )
-    if new:
-        session.execute(insert(delivery_refusal_table), new)
-    if moved:
-        session.execute(
-            update(delivery_refusal_table)
-            .where(
-                table.server == server,
-                table.conn_id == bindparam("k_conn_id"),
-                table.reason == bindparam("k_reason"),
-                table.minute == bindparam("k_minute"),
-            )
-            .values(
-                refused=bindparam("v_refused"),
-                last_at=bindparam("v_last_at"),
-                last_detail=bindparam("v_last_detail"),
-            ),
-            moved,
-        )
+            moved.append((key, values))
+    write_rows(session, delivery_refusal_table, {"server": server}, new, moved)
 
 
 def recent_refusals(session: Session, conn_id: str) -> list[RefusalCount]:

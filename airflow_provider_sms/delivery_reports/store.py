@@ -12,7 +12,7 @@ import hashlib
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, func, insert, select, update
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary, StoredReport
@@ -25,7 +25,7 @@ from airflow_provider_sms.delivery_reports.tables import (
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from sqlalchemy.orm import Session
 
@@ -71,6 +71,40 @@ def _insert_ignoring_duplicates(session: Session, table: Any, key: list[str]) ->
     if name == "mysql":
         return insert(table).prefix_with("IGNORE")
     raise NotImplementedError(f"delivery reports are stored on PostgreSQL, MySQL or SQLite, not {name}")
+
+
+Row = dict[str, Any]
+
+
+def write_rows(
+    session: Session,
+    table: Any,
+    fixed: Mapping[str, Any],
+    new: Sequence[Row],
+    moved: Sequence[tuple[Row, Row]],
+) -> None:
+    """Insert the ``new`` rows and update the ``moved`` ones, one statement each (the flusher's writes).
+
+    :param fixed: the columns every row shares (e.g. the connection), added to the new rows and
+        matched by the update.
+    :param moved: for each row to update, its key columns and its new values (every row the same columns).
+    """
+    if new:
+        session.execute(insert(table), [{**fixed, **row} for row in new])
+    if moved:
+        key, values = moved[0]
+        session.execute(
+            update(table)
+            .where(
+                *(table.c[name] == value for name, value in fixed.items()),
+                *(table.c[name] == bindparam(f"k_{name}") for name in key),
+            )
+            .values({name: bindparam(f"v_{name}") for name in values}),
+            [
+                {**{f"k_{name}": v for name, v in key.items()}, **{f"v_{name}": v for name, v in row.items()}}
+                for key, row in moved
+            ],
+        )
 
 
 def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport]]) -> list[bool]:
