@@ -119,14 +119,16 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     keys = [(row["conn_id"], row["digest"]) for row in rows]
     # The service may post a report again while its first post is in this very batch.
     first = {key: index for index, key in reversed(list(enumerate(keys)))}
-    unique = [rows[index] for index in sorted(first.values())]
+    # In key order: commits of several API servers that hold the same reports wait for one another in
+    # turn, never in a circle (no deadlock).
+    unique = [rows[first[key]] for key in sorted(first)]
     statement = _insert_ignoring_duplicates(session, delivery_report_table, ["conn_id", "digest"])
-    dialect = session.get_bind().dialect
-    # SQLAlchemy 2 says whether INSERT ... RETURNING works; 1.4 (Airflow 3.0) has it on PostgreSQL only.
-    if getattr(dialect, "insert_returning", dialect.name == "postgresql"):
+    # PostgreSQL, and SQLite with SQLAlchemy 2: the rows as parameters of one statement, which SQLAlchemy
+    # compiles once (cached) and sends as one multi-row INSERT ... RETURNING.
+    if getattr(session.get_bind().dialect, "insert_executemany_returning", False):
         columns = delivery_report_table.c
-        returning = statement.values(unique).returning(columns.conn_id, columns.digest)
-        inserted = {tuple(row) for row in session.execute(returning)}
+        returning = statement.returning(columns.conn_id, columns.digest)
+        inserted = {tuple(row) for row in session.execute(returning, unique)}
     else:
         # One row at a time: a skipped duplicate counts no row.
         inserted = {
