@@ -6,8 +6,11 @@ server's flusher puts them in asset events (an unpaused DAG of the deployment sc
 meanwhile. Measured beside it, in the same run and through the same clients: the same number of
 reports for a connection whose asset no DAG declares (stored, no asset event), and the baseline, the
 receiver's ``GET .../_health`` on the same API server (it looks at the database at most every 5 s: the
-floor of any request there). Then the asset events the 10,000 reports made are counted. The load
-generator runs on the same two cores as the API server, PostgreSQL and the rest of the deployment.
+floor of any request there), and the same POSTs refused at their signature (the floor of a POST with
+its body). Then the asset events the 10,000 reports made are counted, the delay from a report's 200 to
+the consuming task is timed, and the cases at campaign scale run on the same deployment
+(:mod:`benchmarks.cases_delivery_scale`). The load generator runs on the same two cores as the API
+server, PostgreSQL and the rest of the deployment.
 """
 
 from __future__ import annotations
@@ -71,10 +74,12 @@ async def _load(send: Callable[[httpx.AsyncClient, int], object], count: int) ->
         return time.perf_counter() - began, latencies
 
 
-def post_reports(url: str, bodies: Sequence[bytes]) -> tuple[float, list[float], dict[int, int]]:
+def post_reports(
+    url: str, bodies: Sequence[bytes], signature: str = SIGNATURE
+) -> tuple[float, list[float], dict[int, int]]:
     """Post every body; the wall time, the latencies and how many answers had each HTTP status."""
     statuses: dict[int, int] = {}
-    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": SIGNATURE}
+    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": signature}
 
     async def send(client: httpx.AsyncClient, index: int) -> None:
         answer = await client.post(url, content=bodies[index], headers=headers)
@@ -186,6 +191,7 @@ def delivery_report_cases(count: int) -> list[Record]:
     except ImportError as exc:
         return [skipped(name, count, PER_REPORT_TARGET, f"the deployment harness is not importable ({exc})")]
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+    from benchmarks import cases_delivery_scale
 
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
         try:
@@ -204,14 +210,24 @@ def delivery_report_cases(count: int) -> list[Record]:
                     f"{receiver}/sms_unscheduled", report_bodies(count, first=count)
                 )
                 baseline, noop_latencies = get_noop(f"{receiver}/_health", count)
+                # The same POSTs refused at the signature: request and body, nothing decoded or stored.
+                floor, _, floor_statuses = post_reports(
+                    f"{receiver}/sms_unscheduled", report_bodies(count, first=count), signature="not-it"
+                )
                 delays = delivery_delays(api, deployment.api, TEST_TOKEN)
+                scale = [
+                    *cases_delivery_scale.group_commit_records(deployment, count),
+                    *cases_delivery_scale.summary_records(deployment, 100 * count, count),
+                    cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
+                ]
         except DeploymentError as exc:
             return [skipped(name, count, PER_REPORT_TARGET, f"the deployment did not start ({exc})")]
     statuses = {
         code: statuses.get(code, 0) + bare_statuses.get(code, 0) for code in {*statuses, *bare_statuses}
     }
-    if statuses != {200: 2 * count}:
-        return [skipped(name, count, PER_REPORT_TARGET, f"answers were not all 200: {statuses}")]
+    if statuses != {200: 2 * count} or floor_statuses != {403: count}:
+        answers = f"{statuses} (refused at the signature: {floor_statuses})"
+        return [skipped(name, count, PER_REPORT_TARGET, f"answers were not all as expected: {answers}")]
     rate = count / ours
     per_10k = events * 10_000 / count
     return [
@@ -236,6 +252,19 @@ def delivery_report_cases(count: int) -> list[Record]:
             NO_EVENT_TARGET,
             unit="ms",
             note=f"{count / bare:.0f} reports/s for a connection whose asset no DAG declares (stored only)",
+        ),
+        record(
+            "POST of a delivery report refused at its signature, against the no-op GET",
+            count,
+            floor / count * 1000,
+            baseline / count * 1000,
+            REPORT,
+            unit="ms",
+            note=(
+                f"{count / floor:.0f}/s: the API server's cost of a POST with its body (read through "
+                "Airflow's middlewares) and the receiver's checks, nothing decoded or stored, plus a log "
+                "line per refusal: the floor under the two cases above"
+            ),
         ),
         record(
             "asset events per 10,000 delivery reports",
@@ -268,4 +297,5 @@ def delivery_report_cases(count: int) -> list[Record]:
             unit="ms",
             note="99th percentile of one report's round trip (with its asset event), against the no-op's",
         ),
+        *scale,
     ]

@@ -572,6 +572,9 @@ class AirflowApi:
     def unpause(self, dag_id: str) -> None:
         self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
+    def pause(self, dag_id: str) -> None:
+        self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+
     def trigger(
         self, dag_id: str, conf: Mapping[str, Any] | None = None, logical_date: str | None = None
     ) -> str:
@@ -951,9 +954,13 @@ class Deployment:
             return self.airflow_env(SMS_DEPLOYMENT_WORKER=name, AIRFLOW__API__PORT=str(self.api_port(name)))
         return self.airflow_env(SMS_DEPLOYMENT_WORKER=name)
 
-    def start_component(self, name: str) -> Process:
-        """Start (or restart) an Airflow component; wait until it is ready."""
-        process = self._spawn(name, self.component_command(name), self.component_env(name))
+    def start_component(self, name: str, **env: str) -> Process:
+        """Start (or restart) an Airflow component; wait until it is ready.
+
+        :param env: environment variables for this start only (e.g. an ``AIRFLOW__SECTION__KEY`` to
+            compare two settings on one deployment).
+        """
+        process = self._spawn(name, self.component_command(name), {**self.component_env(name), **env})
         self.wait_ready(name)
         return process
 
@@ -1014,13 +1021,13 @@ class Deployment:
         """The base URL of API server ``index``."""
         return f"http://127.0.0.1:{self.api_port(self.api_server_name(index))}"
 
-    def start_api_server(self, index: int = 1) -> Process:
+    def start_api_server(self, index: int = 1, **env: str) -> Process:
         """Start API server ``index`` (again, after :meth:`kill_api_server`); return once it answers.
 
-        Every API server shares the database and the configuration; only the port differs. The tasks
-        and the triggerer keep using API server 0 (``[api] base_url``).
+        Every API server shares the database and the configuration (but ``env``); only the port differs.
+        The tasks and the triggerer keep using API server 0 (``[api] base_url``).
         """
-        return self.start_component(self.api_server_name(index))
+        return self.start_component(self.api_server_name(index), **env)
 
     def kill_api_server(self, index: int = 1) -> None:
         """SIGKILL API server ``index`` and everything it started, as a crashed machine would stop."""
