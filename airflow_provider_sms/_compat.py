@@ -1,4 +1,5 @@
-"""Helpers common-compat gained after 1.20, its last release for Python 3.10. Not public API.
+"""Helpers common-compat gained after 1.20, its last release for Python 3.10, and a way around a gap of
+Airflow's ``dags test``. Not public API.
 
 Each is taken from common-compat where the installed release has it, else done the way common-compat
 does it, so the provider keeps masking the token and the triggerer's event loop stays unblocked on
@@ -21,3 +22,19 @@ def mask_secret(secret: str) -> None:
                 mask_secret as register,
             )
     register(secret)
+
+
+def supervisor_comms_cannot_await() -> bool:
+    """Whether the Task SDK's channel to its supervisor has no ``asend`` (it answers blocking calls only).
+
+    ``airflow dags test`` (Airflow 3.1 and later) runs a deferred task's trigger in line, with
+    ``InProcessSupervisorComms``, which has ``send`` but no ``asend``; ``BaseHook.aget_connection`` then
+    fails inside ``ExecutionAPISecretsBackend.aget_connection``, which hides the error and reports no
+    connection, so only ``AIRFLOW_CONN_*`` variables are found. The blocking lookup, run in a thread,
+    reaches the metadata database through those comms. Workers and triggerers of Airflow 3.1 and later
+    have ``asend``; on 3.0 the blocking lookup in a thread is what common-compat does anyway.
+    """
+    import sys
+
+    comms = getattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS", None)
+    return comms is not None and not hasattr(comms, "asend")

@@ -22,6 +22,7 @@ from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_sms import DEFAULT_CONN_ID, codec
 from airflow_provider_sms._bounded_body import BoundedBody
+from airflow_provider_sms._compat import supervisor_comms_cannot_await
 from airflow_provider_sms._off_loop import off_loop
 from airflow_provider_sms._validation import build
 from airflow_provider_sms.exceptions import (
@@ -503,7 +504,14 @@ class SmsAsyncHook(BaseHook):
     async def _read_settings(self) -> SmsConnectionSettings:
         from airflow.providers.common.compat.connection import get_async_connection
 
-        conn = await get_async_connection(self.sms_conn_id, hook=SmsHook)
+        if supervisor_comms_cannot_await():
+            # `airflow dags test` runs the trigger in line with comms that only answer blocking requests:
+            # the async lookup would skip the metadata database and find only AIRFLOW_CONN_* variables.
+            from asgiref.sync import sync_to_async
+
+            conn = await sync_to_async(SmsHook.get_connection)(self.sms_conn_id)
+        else:
+            conn = await get_async_connection(self.sms_conn_id, hook=SmsHook)
         return connection_settings(conn, conn_id=self.sms_conn_id, format_override=self._format_override)
 
     async def get_webhook(self, webhook_id: str | int) -> Webhook:

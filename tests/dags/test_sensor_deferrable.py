@@ -3,15 +3,24 @@
 The DAG sends a campaign to a number the sandbox treats as unreachable; only then does the sandbox
 add the NPAI entry. The sensor defers at once, its trigger (run inline by `airflow dags test`) polls
 GET /npai until the campaign's entry shows up, and the entries reach the downstream task via XCom.
+The connection is given as an ``AIRFLOW_CONN_...`` variable, or stored in the metadata database with
+``airflow connections add``: since Airflow 3.1 the inline trigger reads connections through comms that
+answer only blocking calls, and the provider must find the database's connection there too.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.conftest import AIRFLOW, airflow_env
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
@@ -19,8 +28,36 @@ DAG_FILE = Path(__file__).parent / "sensor_dags" / "sms_npai_deferrable.py"
 UNREACHABLE = "33700000042"  # the sandbox turns 337000... numbers into NPAI entries once sent to
 
 
+@pytest.fixture
+def connection_in_database(airflow_home: Path, sms_sandbox: Any) -> Iterator[dict[str, str]]:
+    """sms_default stored in the metadata database (``airflow connections add``), removed afterwards."""
+
+    def connections(*args: str) -> None:
+        done = subprocess.run(
+            [AIRFLOW, "connections", *args],
+            env=airflow_env(airflow_home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    connections("add", "sms_default", "--conn-json", sms_sandbox.connection_json("json"))
+    yield {}
+    connections("delete", "sms_default")
+
+
+@pytest.fixture(params=["environment", "database"])
+def connection_env(request: pytest.FixtureRequest, sms_sandbox: Any) -> dict[str, str]:
+    """The variables that give the run its connection: AIRFLOW_CONN_SMS_DEFAULT, or none (the database's)."""
+    if request.param == "database":
+        return dict(request.getfixturevalue("connection_in_database"))
+    return {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")}
+
+
 def test_deferrable_npai_sensor_waits_in_the_trigger_for_the_sent_campaign(
-    sms_sandbox: Any, run_dag_test: Any, tmp_path: Path
+    sms_sandbox: Any, run_dag_test: Any, tmp_path: Path, connection_env: dict[str, str]
 ) -> None:
     assert UNREACHABLE not in {entry["destination"] for entry in sms_sandbox.inspect.npai()}
     result_file = tmp_path / "result.json"
@@ -28,11 +65,7 @@ def test_deferrable_npai_sensor_waits_in_the_trigger_for_the_sent_campaign(
     process = run_dag_test(
         DAG_FILE,
         "sms_npai_deferrable",
-        {
-            "AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json"),
-            "SMS_TEST_UNREACHABLE": UNREACHABLE,
-            "SMS_TEST_RESULT_FILE": str(result_file),
-        },
+        {**connection_env, "SMS_TEST_UNREACHABLE": UNREACHABLE, "SMS_TEST_RESULT_FILE": str(result_file)},
     )
 
     output = process.stdout + process.stderr

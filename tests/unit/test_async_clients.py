@@ -244,3 +244,35 @@ async def test_a_failed_connection_lookup_reaches_every_waiter_and_is_not_kept(m
         await hooks[0].get_settings()
     assert looked_up == ["sms_missing", "sms_missing"]
     assert not _async_clients._by_loop
+
+
+async def test_under_dags_test_the_connection_is_read_through_the_blocking_lookup(monkeypatch, built):
+    """`airflow dags test` runs the trigger with comms that have `send` but no `asend`: the async lookup
+    would report the metadata database's connections missing, so the blocking one runs in a thread."""
+    from airflow.providers.common.compat import connection as compat_connection
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_provider_sms.hooks.sms import SmsHook
+
+    class SendOnlyComms:
+        def send(self, msg: Any) -> Any:
+            raise AssertionError("not reached: SmsHook.get_connection is replaced below")
+
+    async def async_lookup(conn_id: str, **kwargs: Any) -> Any:
+        raise AssertionError("the async lookup cannot reach the metadata database under dags test")
+
+    blocking = SmsHook.get_connection
+    looked_up: list[str] = []
+
+    def get_connection(conn_id: str) -> Any:
+        looked_up.append(conn_id)
+        return blocking(conn_id)  # AIRFLOW_CONN_SMS_DEFAULT stands for the database's connection
+
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", SendOnlyComms(), raising=False)
+    monkeypatch.setattr(compat_connection, "get_async_connection", async_lookup)
+    monkeypatch.setattr(SmsHook, "get_connection", staticmethod(get_connection))
+
+    settings = await SmsAsyncHook().get_settings()
+
+    assert looked_up == ["sms_default"]
+    assert settings.token
