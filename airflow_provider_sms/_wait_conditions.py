@@ -189,11 +189,14 @@ class DeliveryWait:
     :param campaign_ids: the campaigns (tickets) whose messages are counted.
     :param expected: how many messages were sent (the share's denominator).
     :param min_final_share: the share of ``expected`` with a final status that ends the wait.
+    :param delivery_at: when the SMS go out (the send's ``delivery_at``: its delay, or when it was
+        sent); None when only campaign ids were given.
     """
 
     campaign_ids: tuple[int, ...]
     expected: int
     min_final_share: float
+    delivery_at: pendulum.DateTime | None = None
 
     @classmethod
     def build(cls, campaign: object, expected: object, min_final_share: object) -> DeliveryWait:
@@ -203,10 +206,13 @@ class DeliveryWait:
             a list of them.
         :param expected: the number of messages; taken from the send's result when None.
         """
+        delivery_at = None
         if isinstance(campaign, Mapping):
             ids: object = campaign.get("tickets") or [campaign.get("ticket")]
             if expected is None:
                 expected = campaign.get("sent")
+            if campaign.get("delivery_at") is not None:
+                delivery_at = parse_instant(campaign["delivery_at"], field="campaign['delivery_at']")
         else:
             ids = [campaign] if isinstance(campaign, (str, int)) else campaign
         if not isinstance(ids, Iterable) or isinstance(ids, (str, bytes)):
@@ -225,7 +231,7 @@ class DeliveryWait:
             raise SmsValidationError.for_value(
                 "expected", expected, "give the number of messages sent (the send's result has it as 'sent')"
             )
-        return cls(campaign_ids, expected, check_final_share(min_final_share))
+        return cls(campaign_ids, expected, check_final_share(min_final_share), delivery_at)
 
     def reached(self, summary: DeliverySummary) -> bool:
         """Whether enough messages have a final status."""

@@ -309,15 +309,17 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     The delivery reports are those the provider's receiver on the Airflow API server has stored (see
     the "Delivery reports" page: the service must post them there). Each message counts once, at its
     latest status; ``sent`` is not final, every other status is. When the share is reached, or when
-    ``deadline`` has passed since the task started (``complete`` is then False), the sensor returns the
-    counts by status and the numbers whose final status is not ``delivered``, for the clean-up step.
+    ``deadline`` has passed (``complete`` is then False), the sensor returns the counts by status and
+    the numbers whose final status is not ``delivered``, for the clean-up step.
 
     :param campaign: the send's result (``send.output``: its ``tickets`` and ``sent`` are used), or a
         campaign id, or a list of them (templated).
     :param expected: how many messages were sent (templated); taken from the send's result when None.
     :param min_final_share: the share of ``expected`` messages with a final status that ends the wait
         (templated; above 0, at most 1).
-    :param deadline: how long to wait at most, from the task's start; then the counts known are returned.
+    :param deadline: how long to wait at most, counted from when the campaign goes out (the send's
+        ``delivery_at``: its delay, or when it was sent) when ``campaign`` is the send's result, else
+        from the task's start; then the counts known are returned.
     :param sms_conn_id: the Airflow connection of type ``sms`` whose reports are meant.
     :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
 
@@ -351,6 +353,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         # Not templated when literal: checked now, so a DAG with a bad value fails when it is parsed.
         if not isinstance(min_final_share, str):
             check_final_share(min_final_share)
+        self._started: datetime | None = None
         self._deadline_at: datetime | None = None
 
     @cached_property
@@ -361,19 +364,24 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         return DeliveryWait.build(self.campaign, self.expected, self.min_final_share)
 
     def check_inputs(self) -> None:
-        """Build the wait, so that bad input fails before the first request."""
+        """Build the wait (bad input fails before the first request) and fix the deadline."""
+        wait = self.wait
+        counted_from = wait.delivery_at or self._started or datetime.now(timezone.utc)
+        self._deadline_at = counted_from + self.deadline
         self.log.info(
-            "waiting for %.0f%% of %s message(s) of campaign(s) %s to have a final status, until %s",
-            self.wait.min_final_share * 100,
-            self.wait.expected,
-            ", ".join(map(str, self.wait.campaign_ids)),
-            self._deadline_at,
+            "waiting for %.0f%% of %s message(s) of campaign(s) %s to have a final status, until %s "
+            "(%s after %s)",
+            wait.min_final_share * 100,
+            wait.expected,
+            ", ".join(map(str, wait.campaign_ids)),
+            self._deadline_at.isoformat(),
+            self.deadline,
+            f"the campaign goes out, {counted_from.isoformat()}" if wait.delivery_at else "the task started",
         )
 
     def execute(self, context: Context) -> Any:
-        """Fix the deadline from the task's start, then wait as every SMS sensor does."""
-        started = getattr(context.get("ti"), "start_date", None) or datetime.now(timezone.utc)
-        self._deadline_at = started + self.deadline
+        """Note when the task started (the deadline's start without a delivery time), then wait."""
+        self._started = getattr(context.get("ti"), "start_date", None) or datetime.now(timezone.utc)
         return super().execute(context)
 
     def summary_request(self, *, with_failed: bool = False) -> SummaryRequest:

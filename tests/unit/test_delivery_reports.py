@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_provider_sms._wait_conditions import DeliveryWait
@@ -125,6 +126,14 @@ def test_the_wait_reads_the_send_result_or_ids() -> None:
     assert DeliveryWait.build([1, "2"], 5, 0.5).campaign_ids == (1, 2)
 
 
+def test_the_wait_knows_when_the_campaign_goes_out_from_the_send_result() -> None:
+    delayed = {"tickets": ["5000001"], "sent": 10, "delivery_at": "2026-11-26T10:00:00+01:00"}
+    assert DeliveryWait.build(delayed, None, 0.9).delivery_at == pendulum.datetime(2026, 11, 26, 9, tz="UTC")
+    # A hand-made result without it, and bare ids: no delivery time (the deadline counts from the start).
+    assert DeliveryWait.build({"tickets": ["5000001"], "sent": 10}, None, 0.9).delivery_at is None
+    assert DeliveryWait.build(5000001, 10, 0.9).delivery_at is None
+
+
 @pytest.mark.parametrize(
     ("campaign", "expected", "share", "field"),
     [
@@ -136,6 +145,7 @@ def test_the_wait_reads_the_send_result_or_ids() -> None:
         (1, -1, 0.9, "expected"),
         (1, 10, 0, "min_final_share"),
         (1, 10, "most", "min_final_share"),
+        ({"tickets": [1], "sent": 3, "delivery_at": "tomorrow"}, None, 0.9, "campaign['delivery_at']"),
     ],
 )
 def test_bad_wait_arguments_name_the_field(campaign: Any, expected: Any, share: Any, field: str) -> None:

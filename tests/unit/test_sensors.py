@@ -455,3 +455,38 @@ def test_execute_complete_turns_events_into_results_or_clear_failures():
     assert not isinstance(info.value, AirflowFailException)
     npai_result = {"count": 1, "destinations": ["33612345678"], "entries": []}
     assert npai_sensor().execute_complete({}, {"status": "success", "npai": npai_result}) == npai_result
+
+
+@pytest.mark.parametrize(
+    ("campaign", "expected_deadline"),
+    [
+        # The send's result of a campaign delayed to tomorrow 10:00 Paris: 6 h from then.
+        (
+            {"tickets": ["5000001"], "sent": 3, "delivery_at": "2026-11-26T10:00:00+01:00"},
+            pendulum.datetime(2026, 11, 26, 15, tz="UTC"),
+        ),
+        # Only an id: 6 h from the task's start.
+        (5000001, pendulum.datetime(2026, 11, 25, 14, tz="UTC")),
+    ],
+)
+def test_the_delivery_wait_counts_its_deadline_from_when_the_campaign_goes_out(
+    monkeypatch, requests_mock, campaign, expected_deadline
+):
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+    from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_DEFAULT", connection_json(dlr_webhook_id="1", dlr_api_url="http://127.0.0.1:8080")
+    )
+    sensor = SmsDeliveryReportsSensor(
+        task_id="wait", campaign=campaign, expected=3, deferrable=True, deadline=dt.timedelta(hours=6)
+    )
+    started = mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))
+
+    with pytest.raises(TaskDeferred) as info:
+        sensor.execute({"ti": started})
+
+    trigger = info.value.trigger
+    assert isinstance(trigger, SmsDeliveryReportsTrigger)
+    assert pendulum.parse(trigger.serialize()[1]["deadline"]) == expected_deadline
+    assert requests_mock.call_count == 0
