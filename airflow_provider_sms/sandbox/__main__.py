@@ -9,15 +9,19 @@ traceback. ``sms-sandbox reset URL`` puts a running sandbox back to its seeds.
 from __future__ import annotations
 
 import argparse
+import copy
 import errno
 import signal
 import sys
 import threading
+from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from pydantic import ValidationError
 
 from airflow_provider_sms._validation import format_errors
+from airflow_provider_sms.sandbox.dlr_poster import DLR_WEBHOOK_ID, LOOPBACK_HOSTS
 from airflow_provider_sms.sandbox.server import InspectionClient, SandboxServer
 from airflow_provider_sms.sandbox.state import (
     DEFAULT_ALLOWED_PREFIXES,
@@ -114,7 +118,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dlr", action="store_true", help='POST delivery reports to DLR webhook "1" (127.0.0.1 only)'
     )
+    parser.add_argument(
+        "--dlr-url",
+        metavar="URL",
+        help='DLR webhook "1"\'s URL, kept across resets (implies --dlr; on 127.0.0.1 or localhost), e.g. '
+        "http://127.0.0.1:8080/sms/delivery-reports/sms_default for Airflow's API server",
+    )
     return parser
+
+
+def _dlr_webhooks(url: str | None) -> dict[str, dict[str, Any]]:
+    """The seeded webhooks, with webhook "1" pointing at ``url`` when given (checked)."""
+    webhooks = copy.deepcopy(DEFAULT_SEEDS.webhooks)
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f"--dlr-url {url}: must be an http(s) URL on 127.0.0.1 or localhost (the sandbox posts "
+                "reports nowhere else)"
+            )
+        webhooks[DLR_WEBHOOK_ID]["url"] = url
+    return webhooks
 
 
 def reset(argv: list[str]) -> int:
@@ -156,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             flood_limit=args.flood_limit,
             flood_window=args.flood_window,
             country_limits={prefix: int(limit) for prefix, limit in args.country_limit},
-            seeds=Seeds(credits=args.credits),
-            dlr=args.dlr,
+            seeds=Seeds(credits=args.credits, webhooks=_dlr_webhooks(args.dlr_url)),
+            dlr=args.dlr or args.dlr_url is not None,
         )
     except ValueError as exc:  # pydantic ValidationError included
         return _refuse(str(exc))

@@ -706,6 +706,45 @@ def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, token_canary
         process.stderr.close()
 
 
+def test_cli_dlr_url_points_webhook_1_at_the_receiver_and_a_reset_keeps_it(dlr_receiver, monkeypatch):
+    url, received, _ = dlr_receiver
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "airflow_provider_sms.sandbox",
+            "--port",
+            "0",
+            "--token",
+            TEST_TOKEN,
+            "--dlr-url",
+            url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sandbox = process.stdout.readline().strip().rsplit(" ", 1)[1]
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SMS_CLI", json.dumps({"conn_type": "sms", "host": sandbox, "password": TEST_TOKEN})
+        )
+        hook = SmsHook("sms_cli")
+        assert hook.get_webhook("1").url == url
+        for number in ("33612000001", "33612000002"):  # the second after a reset
+            ticket = hook.send(ALERT, [number]).ticket
+            report, signature = received.get(timeout=20)  # --dlr-url alone turns the reports on
+            assert (report["destination"], report["campaign_id"]) == (number, int(ticket))
+            assert signature == "sb-sig-1"
+            assert sandbox_cli("reset", sandbox).returncode == 0
+        assert hook.get_webhook("1").url == url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        process.stdout.close()
+        process.stderr.close()
+
+
 def test_cli_refuses_an_unknown_fault():
     result = subprocess.run(
         [sys.executable, "-m", "airflow_provider_sms.sandbox", "--port", "0", "--fault", "maybe_snet=1"],
@@ -750,11 +789,16 @@ def sandbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
         ),
         (["--credits", "-4"], "sms-sandbox: --credits -4: must be 0 or more"),
         (
+            ["--dlr-url", "https://hooks.example.com/dlr"],
+            "sms-sandbox: --dlr-url https://hooks.example.com/dlr: must be an http(s) URL on 127.0.0.1 or "
+            "localhost (the sandbox posts reports nowhere else)",
+        ),
+        (
             ["--host", "192.0.2.1"],
             "sms-sandbox: cannot listen on 192.0.2.1:0 (Cannot assign requested address)",
         ),
     ],
-    ids=["unknown-fault", "bad-count", "bad-code", "credits", "foreign-address"],
+    ids=["unknown-fault", "bad-count", "bad-code", "credits", "foreign-dlr-url", "foreign-address"],
 )
 def test_cli_bad_arguments_are_one_line_and_no_traceback(args, line):
     result = sandbox_cli("--port", "0", *args)
