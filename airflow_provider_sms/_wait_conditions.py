@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms._task_arguments import check_final_share, check_min_entries
@@ -245,6 +246,23 @@ class DeliveryWait:
             f"messages have a final status ({summary.final_share(self.expected):.1%}, "
             f"{self.min_final_share:.0%} needed); reports by status: {statuses}"
         )
+
+    @staticmethod
+    def refusals_note(summary: DeliverySummary) -> str | None:
+        """Why reports may not arrive: what the receiver refused for the connection in the last hour,
+        by reason, with the latest one and what to do; None when it refused nothing."""
+        from airflow_provider_sms.delivery_reports.summary import REFUSAL_ADVICE, REFUSAL_REASONS
+
+        if not summary.refusals:
+            return None
+        reasons = "; ".join(
+            f"{refused.count} {REFUSAL_REASONS.get(refused.reason, refused.reason)}, latest at "
+            f"{refused.last_at.astimezone(timezone.utc):%H:%M:%S} UTC ({refused.last_detail}): "
+            f"{REFUSAL_ADVICE.get(refused.reason, 'see the API server log')}"
+            for refused in summary.refusals
+        )
+        total = sum(refused.count for refused in summary.refusals)
+        return f"the receiver refused {total} call(s) for this connection in the last hour: {reasons}"
 
     def to_kwargs(self) -> dict[str, Any]:
         """The arguments that rebuild this wait (in the trigger)."""

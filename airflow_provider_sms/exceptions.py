@@ -42,6 +42,8 @@ class SmsApiError(SmsError):
     :param body: the raw body, as received (bounded), for diagnosis.
     :param http_status: the HTTP status code of the response.
     :param details: the body's ``details``, when the service gave any.
+    :param source: who answered, as the message names it: the service, or the Airflow API server (the
+        provider's delivery-report receiver).
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class SmsApiError(SmsError):
         http_status: int | None = None,
         details: Any = None,
         endpoint: str | None = None,
+        source: str = "the service",
     ) -> None:
         self.status = status
+        self.source = source
         # What the service said is taken as it came, less the access token: a proxy or a debugging
         # server may echo the request, Authorization header included, into its answer.
         self.message = _redact(message)
@@ -66,12 +70,15 @@ class SmsApiError(SmsError):
 
     def _describe(self) -> str:
         where = f"{self.endpoint}: " if self.endpoint else ""
-        code = f"status {self.status}" if self.status is not None else "no status"
-        http = f", HTTP {self.http_status}" if self.http_status is not None else ""
+        codes = [f"status {self.status}" if self.status is not None else "no status"]
+        if self.status is None and self.source != "the service":
+            codes = []  # the API server's answers carry no service status
+        if self.http_status is not None:
+            codes.append(f"HTTP {self.http_status}")
         meaning = STATUS_MEANINGS.get(self.status) if self.status is not None else None
         hint = f" ({meaning})" if meaning and meaning.lower() != self.message.lower() else ""
         details = f"; details: {self.details}" if self.details else ""
-        return f"{where}the service answered {code}{http}: {self.message}{hint}{details}"
+        return f"{where}{self.source} answered {', '.join(codes)}: {self.message}{hint}{details}"
 
 
 def _redact(value: Any) -> Any:

@@ -4,8 +4,8 @@ for ``reports_from_events``. Not public API.
 They are served by Airflow's own API server, not by the service, so they have their own client: the
 service's access token never travels there, only the key derived from it
 (:func:`~airflow_provider_sms.delivery_reports.settings.read_key`). Every answer is judged by
-:func:`judge_answer`: 401 and 404 cannot be cured by waiting; connection errors, 429 and 5xx only
-mean "not yet".
+:func:`judge_answer`: 401 and 404 cannot be cured by waiting; a 500 (the tables missing) fails the
+try; connection errors, 429 and the other 5xx only mean "not yet".
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms import codec
 from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
-from airflow_provider_sms.exceptions import SmsAuthError, SmsNotFoundError, SmsTransportError
+from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError, SmsTransportError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
 
 SUMMARY_TIMEOUT = 30.0
+# Who answers here, as errors name it: not the SMS service.
+API_SERVER = "the Airflow API server"
 
 
 @dataclass(frozen=True)
@@ -90,31 +92,36 @@ def judge_summary(http_status: int, body: bytes, url: str) -> DeliverySummary:
 
 
 def judge_answer(http_status: int, body: bytes, url: str) -> None:
-    """Raise the error that says what to do about an answer of the receiver that is not a 2xx."""
+    """Raise the error that says what to do about an answer of the receiver that is not a 2xx.
+
+    401 and 404 cannot be cured by waiting (the task fails at once); 500 is the API server failing to
+    read its tables (missing until ``airflow db migrate``: the try fails, a retry may find them);
+    429 and the other 5xx only mean "not yet".
+    """
+    if 200 <= http_status < 300:
+        return
+    detail = _detail(body)
     if http_status == 401:
         raise SmsAuthError(
             None,
-            f"the delivery-report receiver at {url} refused the key (HTTP 401): the API server and this "
-            "worker must read the same sms connection (same access token)",
+            f"it refused the key at {url}: the API server and this worker must read the same sms "
+            "connection (same access token)",
             http_status=401,
+            source=API_SERVER,
         )
     if http_status == 404:
         raise SmsNotFoundError(
             None,
-            f"no delivery-report receiver at {url} (HTTP 404: {_detail(body)}); is the provider installed on "
-            "the API server, and does the connection's extra set dlr_webhook_id?",
+            f"{detail} ({url}); is the provider installed on the API server, and does the connection's "
+            "extra set dlr_webhook_id?",
             http_status=404,
+            source=API_SERVER,
         )
-    if http_status == 429 or http_status >= 500:
-        raise SmsTransportError(
-            f"the delivery-report receiver at {url} answered HTTP {http_status}: {_detail(body)}"
-        )
-    if not 200 <= http_status < 300:
-        raise SmsNotFoundError(
-            None,
-            f"the delivery-report receiver at {url} answered HTTP {http_status}",
-            http_status=http_status,
-        )
+    if http_status == 500:
+        raise SmsApiError(None, f"{detail} ({url})", http_status=500, source=API_SERVER)
+    if http_status == 429 or http_status > 500:
+        raise SmsTransportError(f"{API_SERVER} answered HTTP {http_status} at {url}: {detail}")
+    raise SmsNotFoundError(None, f"{detail} ({url})", http_status=http_status, source=API_SERVER)
 
 
 def _detail(body: bytes) -> str:
@@ -133,7 +140,7 @@ def _bounded(http_status: int, headers: Any, url: str) -> BoundedBody:
 
 
 def _unreachable(url: str, exc: Exception) -> SmsTransportError:
-    return SmsTransportError(f"the delivery-report receiver at {url} is unreachable: {exc}")
+    return SmsTransportError(f"{API_SERVER}'s delivery-report receiver at {url} is unreachable: {exc}")
 
 
 def _get(url: str, params: Any, headers: dict[str, str]) -> bytes:

@@ -22,6 +22,14 @@ REFUSAL_REASONS: dict[str, str] = {
     "invalid_report": "the body is not a valid report (too large, not JSON, or a field out of bounds)",
     "store_unavailable": "the database could not store it (answered 503; the service retries)",
 }
+# What to do about each, for the wait's log.
+REFUSAL_ADVICE: dict[str, str] = {
+    "caller_not_allowed": "add the service's address to the connection's dlr_allowed_callers",
+    "bad_signature": "the connection's dlr_webhook_id must name the webhook the service posts to",
+    "signature_unavailable": "the API server must reach the service with the connection's token",
+    "invalid_report": "the API server's log has each refused body's reason",
+    "store_unavailable": "the API server's log says why the database refused; the service retries",
+}
 
 
 class RefusalCount(SmsModel):

@@ -399,6 +399,8 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         summary = fetch_summary(self.summary_request())
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
+        if not complete and (note := self.wait.refusals_note(summary)):
+            self.log.warning("%s", note)
         if not complete and (self._deadline_at is None or datetime.now(timezone.utc) < self._deadline_at):
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self.finish(complete))

@@ -253,6 +253,8 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
         summary = await afetch_summary(SummaryRequest(self.summary_url, key, self.wait.campaign_ids))
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
+        if not complete and (note := self.wait.refusals_note(summary)):
+            self.log.warning("%s", note)
         if complete or datetime.now(timezone.utc) >= datetime.fromisoformat(self.deadline):
             return {"status": "success", "summary": summary.model_dump(mode="json"), "complete": complete}
         return None

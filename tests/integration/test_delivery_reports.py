@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import time
 from collections import Counter
 from datetime import timedelta
@@ -29,7 +31,7 @@ from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_s
 from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
-from airflow_provider_sms.exceptions import SmsAuthError, SmsTransportError
+from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
@@ -602,22 +604,31 @@ def test_the_health_probe_answers_without_a_connection(receiver: ThreadedServer)
 
 
 def test_missing_tables_make_the_probe_unhealthy_and_the_summary_name_the_fix(
-    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch
+    receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
 ) -> None:
     monkeypatch.setattr(receiver_module, "HEALTH_TTL", 0.0)
     with fresh_table.engine.begin() as connection:
         connection.execute(text("ALTER TABLE sms_delivery_count RENAME TO sms_delivery_count_away"))
+    connection_env(monkeypatch, sms_sandbox, dlr_api_url=receiver.url)
+    wait = SmsDeliveryReportsSensor(task_id="wait", campaign=777, expected=4, poke_interval=0.1, timeout=30)
     try:
         health = httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10)
-        with pytest.raises(SmsTransportError) as caught:
+        with pytest.raises(SmsApiError) as caught:
             summary(receiver, 777)
+        # The wait's try fails at its first poke, naming the fix (not "HTTP 500, polling again").
+        with pytest.raises(SmsApiError) as waited:
+            wait.execute({})
     finally:
         with fresh_table.engine.begin() as connection:
             connection.execute(text("ALTER TABLE sms_delivery_count_away RENAME TO sms_delivery_count"))
     assert health.status_code == 503
     assert "airflow db migrate" in health.json()["detail"]
-    assert "HTTP 500" in str(caught.value)
-    assert "airflow db migrate" in str(caught.value)
+    assert not isinstance(caught.value, SmsTransportError)
+    assert str(caught.value).startswith(
+        "the Airflow API server answered HTTP 500: the delivery-report tables are missing from Airflow's "
+        "metadata database: run `airflow db migrate`"
+    )
+    assert str(waited.value) == str(caught.value)
     assert httpx.get(f"{receiver.url}/sms/delivery-reports/_health", timeout=10).status_code == 200
 
 
@@ -658,6 +669,48 @@ def test_refusals_are_counted_by_reason_and_the_summary_returns_them(
     (caller,) = strict.refusals
     assert (caller.reason, caller.count) == ("caller_not_allowed", 1)
     assert "127.0.0.1" in caller.last_detail
+
+
+def test_a_wait_that_sees_nothing_arrive_logs_what_the_receiver_refused(
+    receiver: ThreadedServer,
+    fresh_table: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    sms_sandbox: SandboxServer,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(flusher_module, "REFUSALS_EVERY", 0.0)
+    # The service's reports come from 127.0.0.1, which sms_strict does not allow.
+    strict = {"conn_id": "sms_strict", "dlr_allowed_callers": [], "dlr_api_url": receiver.url}
+    connection_env(monkeypatch, sms_sandbox, **strict)
+    assert post(receiver, report(), conn_id="sms_strict").status_code == 404
+    url = f"{receiver.url}/sms/delivery-reports/sms_strict/summary"
+    request = SummaryRequest(url, read_key(TEST_TOKEN), [1])
+    deadline = time.monotonic() + 15
+    while not fetch_summary(request).refusals and time.monotonic() < deadline:
+        time.sleep(0.1)
+    wait = SmsDeliveryReportsSensor(
+        task_id="wait",
+        sms_conn_id="sms_strict",
+        campaign=777,
+        expected=1,
+        deadline=timedelta(seconds=0.5),
+        poke_interval=0.1,
+        timeout=30,
+    )
+
+    with caplog.at_level(logging.WARNING):
+        counts = wait.execute({})
+
+    assert counts["complete"] is False  # refusals keep the wait going until its deadline
+    # The task logger is structlog's on Airflow 3.1+ (printed), the standard library's on 3.0.
+    logged = caplog.text + capsys.readouterr().out
+    assert re.search(
+        r"the receiver refused 1 call\(s\) for this connection in the last hour: 1 the caller's address is "
+        r"not allowed \(dlr_allowed_callers\), latest at \d\d:\d\d:\d\d UTC \(calls from 127\.0\.0\.1 are "
+        r"not allowed .*\): add the service's address to the connection's dlr_allowed_callers",
+        logged,
+    ), logged[-3000:]
 
 
 def test_concurrent_reports_share_commits_and_each_is_stored_once(

@@ -103,13 +103,26 @@ def test_the_read_key_is_derived_not_the_token() -> None:
 def test_the_summary_answer_is_judged_by_status() -> None:
     body = DeliverySummary(campaign_ids=[1], reported=1, by_status={"delivered": 1}, final=1, failed_count=0)
     assert judge_summary(200, body.model_dump_json().encode(), "u").final == 1
-    with pytest.raises(SmsAuthError, match="refused the key"):
+    with pytest.raises(SmsAuthError, match=r"^the Airflow API server answered HTTP 401: it refused the key"):
         judge_summary(401, b"", "u")
-    with pytest.raises(SmsNotFoundError, match="dlr_webhook_id"):
-        judge_summary(404, b"{}", "u")
-    for status in (429, 500, 503):
-        with pytest.raises(SmsTransportError):
+    with pytest.raises(SmsNotFoundError, match="dlr_webhook_id") as caught:
+        judge_summary(404, b'{"detail": "no delivery reports are received for this connection"}', "u")
+    # The API server's own words as text, not a bytes repr; not "the service".
+    assert str(caught.value).startswith(
+        "the Airflow API server answered HTTP 404: no delivery reports are received for this connection (u)"
+    )
+    for status in (429, 502, 503):
+        with pytest.raises(SmsTransportError, match=f"^the Airflow API server answered HTTP {status} at u"):
             judge_summary(status, b"", "u")
+    # The tables missing: the try fails (a retry after `airflow db migrate` finds them), not "polling again".
+    body = b'{"detail": "the delivery-report tables are missing: run `airflow db migrate`"}'
+    with pytest.raises(SmsApiError) as missing:
+        judge_summary(500, body, "u")
+    assert not isinstance(missing.value, SmsTransportError)
+    assert str(missing.value) == (
+        "the Airflow API server answered HTTP 500: the delivery-report tables are missing: run "
+        "`airflow db migrate` (u)"
+    )
     with pytest.raises(SmsApiError, match="not readable"):
         judge_summary(200, b"<html>", "u")
 
