@@ -145,3 +145,30 @@ def check_final_share(value: object) -> float:
             "min_final_share", value, "must be a share of the messages, above 0 and at most 1 (e.g. 0.95)"
         )
     return float(value)
+
+
+def check_wait_has_count(campaign: object, expected: object) -> None:
+    """Refuse, when the DAG is parsed, a delivery wait that can never know how many messages were sent.
+
+    With ``expected`` None the count comes from the send's result (``campaign=send.output``). A literal
+    id or list of ids, or one XCom of the send such as ``send.output["ticket"]``, carries none; a
+    template is only known when the task runs (then the wait fails before its first request).
+    """
+    if expected is not None:
+        return
+    from airflow.sdk import XComArg
+
+    if isinstance(campaign, XComArg):
+        key = getattr(campaign, "key", "return_value")
+        if key == "return_value":
+            return
+        given = f"an XCom of key {key!r} (e.g. send.output[{key!r}])"
+    elif isinstance(campaign, (int, list, tuple)) or (isinstance(campaign, str) and "{{" not in campaign):
+        given = f"campaign={campaign!r}"
+    else:
+        return
+    raise SmsValidationError.for_field(
+        "expected",
+        f"expected: {given} gives campaign ids but not how many messages were sent; pass "
+        "campaign=send.output (the send's result, which carries the count) or give expected",
+    )

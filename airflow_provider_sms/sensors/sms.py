@@ -29,7 +29,12 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._task_arguments import check_final_share, check_min_entries, check_webhook_id
+from airflow_provider_sms._task_arguments import (
+    check_final_share,
+    check_min_entries,
+    check_wait_has_count,
+    check_webhook_id,
+)
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
     SmsError,
@@ -343,6 +348,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         deadline: timedelta = timedelta(hours=6),
         **kwargs: Any,
     ) -> None:
+        check_wait_has_count(campaign, expected)  # before the task joins its DAG
         super().__init__(**kwargs)
         self.campaign = campaign
         self.expected = expected

@@ -8,6 +8,7 @@ task runs. ``make bench`` measures what this saves; this test keeps it from regr
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -93,3 +94,29 @@ def test_parse_time_checks_still_fail_bad_arguments() -> None:
         SmsDeliveryReportsSensor(task_id="d", campaign=1, expected=10, min_final_share=1.5)
     with pytest.raises(SmsValidationError, match=r"deadline=6: must be a positive timedelta"):
         SmsDeliveryReportsSensor(task_id="e", campaign=1, expected=10, deadline=6)
+
+
+def test_a_delivery_wait_without_a_count_is_refused_when_the_dag_is_parsed() -> None:
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_provider_sms.exceptions import SmsValidationError
+    from airflow_provider_sms.operators.sms import SmsSendOperator
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    with DAG("count", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), schedule=None):
+        send = SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"])
+        hint = r"gives campaign ids but not how many messages were sent; pass campaign=send.output"
+        with pytest.raises(
+            SmsValidationError, match=r"expected: an XCom of key 'ticket' \(e\.g\. send.output"
+        ):
+            SmsDeliveryReportsSensor(task_id="by_ticket", campaign=send.output["ticket"])
+        for campaign in (5000001, "5000001", [5000001, 5000002]):
+            refused = re.escape(f"expected: campaign={campaign!r}") + " " + hint
+            with pytest.raises(SmsValidationError, match=refused):
+                SmsDeliveryReportsSensor(task_id="by_id", campaign=campaign)
+        # What carries the count, a count given, or a template known only when the task runs: accepted.
+        SmsDeliveryReportsSensor(task_id="result", campaign=send.output)
+        SmsDeliveryReportsSensor(task_id="counted", campaign=send.output["ticket"], expected=10)
+        SmsDeliveryReportsSensor(task_id="ids", campaign=[5000001], expected="{{ params.sent }}")
+        SmsDeliveryReportsSensor(task_id="templated", campaign="{{ ti.xcom_pull('send') }}")
