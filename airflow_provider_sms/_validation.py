@@ -8,11 +8,14 @@ telephone-number rule, the recipients' parsing, the codec and the sandbox.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from airflow_provider_sms.exceptions import SmsValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # Longest quote of a bad value in an error (a hostile megabyte "number" must not make a megabyte error).
 QUOTED_VALUE_CHARS = 60
@@ -28,18 +31,22 @@ def quoted(value: object) -> str:
     return f"{text[:QUOTED_VALUE_CHARS]}... ({len(text)} characters)"
 
 
-def format_errors(exc: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
+def format_errors(
+    exc: ValidationError, prefix: str = "", *, quote: Callable[[object], str] = quoted
+) -> list[tuple[str, str]]:
     """Turn a pydantic error into ``(field, message)`` pairs that name the field, value and rule.
 
     :param exc: the error of a model's validation.
     :param prefix: the path of the validated data in the caller's input, e.g. ``message``.
+    :param quote: how a bad value is quoted; input that may hold telephone numbers passes
+        :func:`airflow_provider_sms.phone_numbers.quoted_masked`, which masks them.
     """
     errors = []
     for error in exc.errors(include_url=False):
         field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
         text = error["msg"].removeprefix("Value error, ")
         if error["type"] != "value_error" and "input" in error:
-            text = f"{text} (got {quoted(error['input'])})"
+            text = f"{text} (got {quote(error['input'])})"
         errors.append((field or "message", text))
     return errors
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape, quoteattr
 from defusedxml import DefusedXmlException, DTDForbidden
 from pydantic import BaseModel, ValidationError
 
-from airflow_provider_sms._validation import format_errors, join_errors
+from airflow_provider_sms._validation import format_errors, join_errors, quoted
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError, SmsValidationError
 from airflow_provider_sms.models import (
     ApiEnvelope,
@@ -33,6 +33,7 @@ from airflow_provider_sms.models import (
     Webhook,
     WebhookResponse,
 )
+from airflow_provider_sms.phone_numbers import quoted_masked
 
 if TYPE_CHECKING:
     from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary
@@ -240,7 +241,8 @@ def decode_webhook(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> Webho
 def decode_npai(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> NpaiList:
     """Decode the answer of GET /npai."""
     with _gc_paused():
-        return _decode(body, fmt, NpaiList, endpoint)
+        # Its entries are numbers: a shape error quotes them masked.
+        return _decode(body, fmt, NpaiList, endpoint, quote=quoted_masked)
 
 
 @contextmanager
@@ -270,12 +272,13 @@ def decode_delivery_report(body: bytes) -> DeliveryReport:
     """Read the body of one delivery report (JSON); a malformed or invalid one raises SmsValidationError.
 
     What a receiver of the service's DLR calls gets: the error names the field and the rule, so that
-    it can answer the caller with a clear 4xx.
+    it can answer the caller with a clear 4xx; a number it quotes is masked (the receiver logs the error
+    and keeps it in its refusal counts).
     """
     try:
         return DeliveryReport.model_validate_json(body)
     except ValidationError as exc:
-        errors = format_errors(exc, "report")
+        errors = format_errors(exc, "report", quote=quoted_masked)
         raise SmsValidationError(join_errors(errors), errors) from None
 
 
@@ -330,7 +333,9 @@ def decode_envelope(body: bytes, fmt: WireFormat) -> ApiEnvelope:
         ) from None
 
 
-def _decode(body: bytes, fmt: WireFormat, model: type[M], endpoint: str) -> M:
+def _decode(
+    body: bytes, fmt: WireFormat, model: type[M], endpoint: str, *, quote: Callable[[object], str] = quoted
+) -> M:
     if fmt == "json" and body:
         # Fast path: pydantic parses and validates in one pass; errors fall through to the slow path.
         try:
@@ -348,7 +353,7 @@ def _decode(body: bytes, fmt: WireFormat, model: type[M], endpoint: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = join_errors(format_errors(exc)[:5])
+        problems = join_errors(format_errors(exc, quote=quote)[:5])
         raise SmsApiError(
             1,
             f"the answer does not have the documented shape ({problems})",

@@ -160,6 +160,9 @@ class Recipient(SmsModel):
         characters.
     """
 
+    # Its errors' text shows no input (it holds a number); the number rule's own refusals mask it.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
     value: str
     gsmsmsid: str | None = None
 
@@ -301,6 +304,8 @@ class NpaiEntry(SmsModel):
     ``date`` is ``Y-m-d H:i:s``; its time zone is not documented and is read as Europe/Paris.
     """
 
+    model_config = ConfigDict(hide_input_in_errors=True)  # its input holds a number
+
     id: str
     destination: str
     date: str
@@ -341,6 +346,8 @@ class NpaiEntry(SmsModel):
 
 class NpaiList(SmsModel):
     """The NPAI list wrapper: ``list`` of entries and the record counts."""
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # its entries hold numbers
 
     status: int
     message: str
@@ -414,6 +421,8 @@ class DeliveryReport(SmsModel):
     :param country_code: the destination's country, e.g. ``FR``; at most :data:`COUNTRY_CODE_MAX_LENGTH`
         characters.
     """
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # its input holds a number
 
     date: dt.datetime
     status: int = Field(ge=0, le=STATUS_MAX)

@@ -2,8 +2,8 @@
 
 Campaigns may have hundreds of thousands of numbers: plain numbers stay plain strings (a model per
 number would cost more than the send), and the bad ones are counted by the rule they broke with the
-first few quoted (:class:`RejectedRecipients`), so that one line reports them however many there are.
-List ids are checked here too (:func:`parse_lists`). The rule of one number is
+first few quoted, masked (:class:`RejectedRecipients`), so that one line reports them however many
+there are. List ids are checked here too (:func:`parse_lists`). The rule of one number is
 :mod:`airflow_provider_sms.phone_numbers`.
 """
 
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from airflow_provider_sms._validation import build, format_errors, join_errors
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import ListRef, Recipient
-from airflow_provider_sms.phone_numbers import VALID_NUMBER, NumberRuleError, normalize_number
+from airflow_provider_sms.phone_numbers import VALID_NUMBER, NumberRuleError, normalize_number, quoted_masked
 
 # How many bad numbers an error message quotes before summarising the rest.
 _EXAMPLES = 5
@@ -40,7 +40,11 @@ RecipientInput = str | int | Mapping[str, Any] | Recipient
 
 
 class RejectedRecipients:
-    """Recipients refused by local validation, counted by rule with the first few quoted.
+    """Recipients refused by local validation, counted by rule with the first few quoted, masked.
+
+    The examples name each one's position in the input and quote its number masked
+    (:func:`~airflow_provider_sms.phone_numbers.mask_number`): they reach the task log and the
+    result's ``rejected_locally``; the position finds the number in the input.
 
     One message however many are bad: a campaign of 200,000 numbers with 10,000 bad ones is
     reported in one line, not 10,000.
@@ -62,7 +66,11 @@ class RejectedRecipients:
         self.by_rule[rule] = self.by_rule.get(rule, 0) + 1
         # The first few, and the first of every other rule broken (up to twice as many).
         if len(self.examples) < _EXAMPLES or (first_of_rule and len(self.examples) < 2 * _EXAMPLES):
-            reason = join_errors(format_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
+            # The numbers quoted masked: this text reaches the task log (and the result's examples).
+            if isinstance(exc, ValidationError):
+                reason = join_errors(format_errors(exc, quote=quoted_masked))
+            else:
+                reason = str(exc)
             self.examples.append(f"{self.field}[{position}]: {reason}")
 
     def describe(self, total: int) -> str:

@@ -26,6 +26,7 @@ from airflow_provider_sms.delivery_reports.settings import (
     DEFAULT_EVENT_MAX_REPORTS,
     asset_name,
 )
+from airflow_provider_sms.delivery_reports.store import without_parameters
 from airflow_provider_sms.delivery_reports.tables import delivery_flush_table
 
 if TYPE_CHECKING:
@@ -137,8 +138,9 @@ class Flusher:
             await asyncio.sleep(backoff or TICK)
             try:
                 await run_in_threadpool(self.look)
-            except Exception:
+            except Exception as exc:
                 if not backoff:
+                    without_parameters(exc)  # the rows it wrote hold numbers
                     log.exception(
                         "The delivery-report flusher cannot reach the tables (is the database up, and "
                         "migrated with `airflow db migrate`?); trying again, quietly until it works"

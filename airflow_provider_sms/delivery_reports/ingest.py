@@ -98,6 +98,9 @@ class GroupCommit:
         try:
             return list(await run_in_threadpool(self._write, reports))
         except Exception as exc:
+            from airflow_provider_sms.delivery_reports.store import without_parameters
+
+            without_parameters(exc)  # its text would quote the reports' numbers
             if len(reports) > 1 and _is_data_error(exc):
                 # One report the database refuses must not fail the others: each alone, then.
                 log.warning(

@@ -56,7 +56,7 @@ from airflow_provider_sms.delivery_reports.settings import (
     ReceiverSettings,
     read_key,
 )
-from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE
+from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE, without_parameters
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import CAMPAIGN_ID_MAX
 
@@ -98,7 +98,8 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
     if tables_missing(exc):
         log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, MIGRATE_HINT)
         return Refusal(500, MIGRATE_HINT)
-    log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, exc)
+    # A page of failed numbers starts after a number: the statement's parameters are left out.
+    log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, without_parameters(exc))
     return Refusal(
         503,
         f"the {what} cannot be read now (the database is unreachable or busy); try again later",

@@ -1,10 +1,10 @@
 """What the receiver refused, counted per connection and reason, so that a waiting task can say why
 nothing arrives. Not public API.
 
-Each API server counts in memory (no refused body is kept, only its answer's text, once per reason),
-and the flusher writes the counts to ``sms_delivery_refusal`` every few seconds, one row per
-connection, reason, minute and server; the summary sums the last hour. A refusal counted while the
-database is down is written when it is back.
+Each API server counts in memory (no refused body is kept, only its answer's text, once per reason,
+its numbers masked), and the flusher writes the counts to ``sms_delivery_refusal`` every few seconds,
+one row per connection, reason, minute and server; the summary sums the last hour. A refusal counted
+while the database is down is written when it is back.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from sqlalchemy import delete, func, select
 from airflow_provider_sms.delivery_reports.store import Row, write_rows
 from airflow_provider_sms.delivery_reports.summary import REFUSAL_REASONS, RefusalCount
 from airflow_provider_sms.delivery_reports.tables import delivery_refusal_table
+from airflow_provider_sms.phone_numbers import mask_numbers_in
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -54,9 +55,15 @@ class RefusalCounter:
         self._lock = threading.Lock()
 
     def count(self, conn_id: str, reason: str, detail: str) -> None:
-        """Count one refusal of a call for ``conn_id`` (a connection that receives reports)."""
+        """Count one refusal of a call for ``conn_id`` (a connection that receives reports).
+
+        :param detail: what the call was answered; kept with its numbers masked
+            (:func:`~airflow_provider_sms.phone_numbers.mask_numbers_in`): the summary returns it.
+        """
         if reason not in REFUSAL_REASONS:
             raise ValueError(f"unknown refusal reason {reason!r}")
+        # A refused report's reason may quote its destination: masked already, and here again.
+        detail = mask_numbers_in(detail)
         now = datetime.now(timezone.utc)
         key = (conn_id, reason, now.replace(second=0, microsecond=0))
         with self._lock:

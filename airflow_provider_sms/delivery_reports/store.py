@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy.exc import StatementError
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary, StoredReport
@@ -36,6 +37,22 @@ if TYPE_CHECKING:
 FAILED_PAGE = 10_000
 # The most reports one call for the reports of asset events returns.
 REPORTS_PAGE = 5_000
+
+
+def without_parameters(exc: BaseException) -> BaseException:
+    """``exc``, its statement's parameters left out of its text and of the text of the errors it came from.
+
+    SQLAlchemy's errors quote the failed statement's parameters, and those of the reports' statements
+    are telephone numbers: the API server's log says which statement failed, not with which numbers.
+    """
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, StatementError):
+            error.hide_parameters = True
+        error = error.__cause__ or error.__context__
+    return exc
 
 
 def report_digest(conn_id: str, report: DeliveryReport) -> str:

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
+from airflow_provider_sms._validation import quoted
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Recipient
 from airflow_provider_sms.operators._seen_numbers import SeenNumbers
+from airflow_provider_sms.phone_numbers import mask_number, quoted_masked
 from airflow_provider_sms.recipients import RejectedRecipients, parse_recipients
 
 if TYPE_CHECKING:
@@ -303,7 +305,7 @@ def _csv_rows(text: IO[str], field: str, column: str | None) -> Iterator[Any]:
         if _looks_like_a_header(first[0]):
             raise SmsValidationError.for_field(
                 field,
-                f"{field}: the file starts with a header ({', '.join(repr(c) for c in first[:6])}), not with "
+                f"{field}: the file starts with a header ({_quoted_cells(first[:6])}), not with "
                 f"a telephone number. {FILE_FORMAT}",
             )
         yield _recipient(first)
@@ -330,7 +332,7 @@ def _column_rows(rows: Iterator[list[str]], field: str, column: str) -> Iterator
         raise SmsValidationError.for_field(
             "recipients_column",
             f"recipients_column={column!r}: the file's header has no such column "
-            f"(it has {', '.join(repr(name) for name in (header or [])[:20]) or 'nothing'})",
+            f"(it has {_quoted_cells((header or [])[:20]) or 'nothing'})",
         )
     at = names.index(column.strip().lower())
     id_at = names.index("gsmsmsid") if "gsmsmsid" in names else None
@@ -343,6 +345,16 @@ def _column_rows(rows: Iterator[list[str]], field: str, column: str) -> Iterator
 def _looks_like_a_header(cell: str) -> bool:
     # A telephone number may hold digits, spaces, dots, dashes, parentheses and one leading "+".
     return any(character.isalpha() for character in cell)
+
+
+def _quoted_cells(cells: Sequence[str]) -> str:
+    """A row's cells as an error quotes them: a first row that is data, not a header, may hold numbers.
+
+    A cell without letters (a number, however typed) is masked whole, the numbers in any other masked.
+    """
+    return ", ".join(
+        quoted_masked(cell) if _looks_like_a_header(cell) else quoted(mask_number(cell)) for cell in cells
+    )
 
 
 def combine(results: Sequence[CampaignResult], *, duplicates: int = 0) -> dict[str, Any]:
