@@ -10,6 +10,7 @@ The token canary (tests/token_canary.py) watches the whole session: the home, an
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +52,16 @@ def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> di
     )
     env.update(extra)
     return env
+
+
+def plain_output(process: subprocess.CompletedProcess[str]) -> str:
+    """A subprocess's stdout and stderr as one line of plain text.
+
+    Airflow 3.0 prints a task's error through rich: colours, boxes and lines wrapped at spaces, undone
+    here so that a test can look for a message whole.
+    """
+    text = re.sub(r"[\u2500-\u257f]", " ", re.sub(r"\x1b\[[0-9;]*m", "", process.stdout + process.stderr))
+    return re.sub(r"\s+", " ", text)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms import codec
 from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
-from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsNotFoundError, SmsTransportError
+from airflow_provider_sms.exceptions import (
+    SmsApiError,
+    SmsAuthError,
+    SmsNotFoundError,
+    SmsTransportError,
+    SmsValidationError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -160,6 +166,42 @@ def _get(url: str, params: Any, headers: dict[str, str]) -> bytes:
         raise _unreachable(url, exc) from None
     judge_answer(answer.status_code, content, url)
     return content
+
+
+def check_receiver(access: ReceiverAccess, waits: str) -> str:
+    """Whether a delivery-report wait on ``access``'s connection can work, before anything is sent: the
+    connection receives reports, the API server's URL is known, and its receiver answers healthy (its
+    tables are there). Returns the receiver's URL; raises SmsValidationError saying what to set.
+
+    :param waits: the waiting tasks, as the error names them.
+    """
+    import httpx
+
+    from airflow_provider_sms.delivery_reports.settings import HEALTH_PATH, receiver_settings
+
+    reason = f"the delivery-report wait {waits} downstream cannot work, so nothing was sent"
+    if receiver_settings(access.extra, conn_id=access.conn_id) is None:
+        raise SmsValidationError.for_field(
+            "dlr_webhook_id",
+            f"{reason}: connection {access.conn_id!r} receives no delivery reports; set dlr_webhook_id in "
+            "its extra (the DLR webhook the service posts them to; see the Delivery reports page)",
+        )
+    try:
+        url = access.url(HEALTH_PATH)
+    except SmsValidationError as exc:
+        raise SmsValidationError.for_field("dlr_api_url", f"{reason}: {exc}") from None
+    try:
+        answer = httpx.get(url, timeout=SUMMARY_TIMEOUT)
+    except httpx.HTTPError as exc:
+        raise SmsValidationError.for_field(
+            "dlr_api_url", f"{reason}: {API_SERVER} does not answer at {url} ({exc}); check dlr_api_url"
+        ) from None
+    if answer.status_code != 200:
+        detail = _detail(answer.content[:2000])
+        raise SmsValidationError.for_field(
+            "dlr_api_url", f"{reason}: {API_SERVER} answered HTTP {answer.status_code} at {url}: {detail}"
+        )
+    return url
 
 
 def fetch_summary(request: SummaryRequest) -> DeliverySummary:

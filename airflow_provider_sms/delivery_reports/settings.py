@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 URL_PREFIX = "/sms"
 RECEIVER_PATH = "/delivery-reports/{conn_id}"
 SUMMARY_PATH = "/delivery-reports/{conn_id}/summary"
+HEALTH_PATH = "/delivery-reports/_health"
 BATCH_PATH = "/delivery-reports/{conn_id}/batches/{batch}"
 # The header the service puts the webhook's signature in.
 SIGNATURE_HEADER = "X-SMSFactor-Signature"

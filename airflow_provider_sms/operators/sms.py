@@ -243,12 +243,31 @@ class SmsSendBaseOperator(SmsBaseOperator):
             if value is not None
         )
 
+    def check_delivery_waits(self) -> None:
+        """Before any request: a delivery-report wait downstream on this connection must be able to work
+        (the campaign cannot be sent again to fix its set-up)."""
+        from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+        waits = sorted(
+            task.task_id
+            for task in self.get_flat_relatives(upstream=False)
+            if isinstance(task, SmsDeliveryReportsSensor) and task.sms_conn_id == self.sms_conn_id
+        )
+        if not waits:
+            return
+        from airflow_provider_sms.delivery_reports.client import ReceiverAccess, check_receiver
+
+        names = ", ".join(waits)
+        url = check_receiver(ReceiverAccess.of(self.hook), names)
+        self.log.info("The delivery-report wait %s can work: the receiver at %s answers", names, url)
+
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
         from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign, task_errors
         from airflow_provider_sms.operators._send_guard import SendGuard
 
         with task_errors():
+            self.check_delivery_waits()
             gates = read_gates(
                 max_cost=self.max_cost,
                 max_filtered_ratio=self.max_filtered_ratio,

@@ -445,7 +445,10 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         else:
             self.log.warning("deadline passed before the share was reached: %s", self.wait.describe(summary))
         if summary.failed_count:
+            from airflow_provider_sms.phone_numbers import mask_number
+
+            examples = ", ".join(map(mask_number, (summary.failed or [])[:5]))
             self.log.info(
-                "%s message(s) failed, e.g. %s", summary.failed_count, ", ".join((summary.failed or [])[:5])
+                "%s message(s) failed, e.g. %s (in full in the XCom)", summary.failed_count, examples
             )
         return self.wait.result(summary, complete=complete)

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import plain_output
+
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
 DAG_FILE = Path(__file__).parent / "fault_dags" / "sms_send_with_retries.py"
@@ -73,12 +75,9 @@ def test_two_runs_for_the_same_slot_send_once_and_consecutive_days_both_send(
     env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
 
     def run(logical_date: str, *args: str) -> str:
-        process = run_dag_test(REMINDER_FILE, "sms_daily_reminder", env, args, logical_date=logical_date)
-        # Airflow 3.0 prints the error through rich: colours, boxes and lines wrapped at spaces, undone here.
-        plain = re.sub(
-            r"[\u2500-\u257f]", " ", re.sub(r"\x1b\[[0-9;]*m", "", process.stdout + process.stderr)
+        return plain_output(
+            run_dag_test(REMINDER_FILE, "sms_daily_reminder", env, args, logical_date=logical_date)
         )
-        return re.sub(r"\s+", " ", plain)
 
     first = run("2030-12-01T08:00:00+00:00")
     assert len(sms_sandbox.inspect.campaigns()) == 1, first[-6000:]

@@ -33,6 +33,7 @@ from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms.phone_numbers import mask_number
 from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
@@ -455,7 +456,12 @@ def dlr_sandbox(receiver: ThreadedServer) -> Iterator[SandboxServer]:
 
 
 def test_sandbox_reports_reach_the_receiver_and_the_sensor_returns_the_counts(
-    receiver: ThreadedServer, dlr_sandbox: SandboxServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch
+    receiver: ThreadedServer,
+    dlr_sandbox: SandboxServer,
+    fresh_table: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     connection_env(monkeypatch, dlr_sandbox, conn_id="sms_dlr", dlr_api_url=receiver.url)
     numbers = [f"3361000{index:04d}" for index in range(10)]
@@ -477,11 +483,16 @@ def test_sandbox_reports_reach_the_receiver_and_the_sensor_returns_the_counts(
         poke_interval=0.1,
         timeout=30,
     )
-    counts = sensor.execute({})
+    with caplog.at_level(logging.INFO):
+        counts = sensor.execute({})
     expected = {"delivered": 6, "expired": 2, "sent": 2}
     assert counts["by_status"] == expected
     assert (counts["final"], counts["final_share"], counts["complete"]) == (8, 0.8, True)
     assert counts["failed"] == sorted(r["destination"] for r in truth if r["status"] == 12)
+    # The XCom has the failed numbers in full; the task log only masked.
+    logged = caplog.text + capsys.readouterr().out
+    assert f"2 message(s) failed, e.g. {', '.join(map(mask_number, counts['failed']))}" in logged
+    assert not any(number in logged for number in counts["failed"])
     # The ground truth's own counts agree.
     from collections import Counter
 
