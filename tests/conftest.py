@@ -54,13 +54,17 @@ def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> di
     return env
 
 
-def plain_output(process: subprocess.CompletedProcess[str]) -> str:
+def plain_output(process: subprocess.CompletedProcess[str], drop_lines_with: str | None = None) -> str:
     """A subprocess's stdout and stderr as one line of plain text.
 
     Airflow 3.0 prints a task's error through rich: colours, boxes and lines wrapped at spaces, undone
     here so that a test can look for a message whole.
+
+    :param drop_lines_with: leave out the lines that hold this text.
     """
-    text = re.sub(r"[\u2500-\u257f]", " ", re.sub(r"\x1b\[[0-9;]*m", "", process.stdout + process.stderr))
+    lines = (process.stdout + process.stderr).splitlines()
+    text = "\n".join(line for line in lines if drop_lines_with is None or drop_lines_with not in line)
+    text = re.sub(r"[\u2500-\u257f]", " ", re.sub(r"\x1b\[[0-9;]*m", "", text))
     return re.sub(r"\s+", " ", text)
 
 

@@ -9,12 +9,13 @@ numbers the DAG gave appear nowhere in them in full, neither the bad ones nor th
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import plain_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
@@ -45,12 +46,9 @@ def test_bad_numbers_are_masked_in_the_task_logs(
 ) -> None:
     process = run_dag_test(DAG_FILE, DAG_ID, {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()})
 
-    # Airflow 3.0 prints errors through rich (colours, boxes, wrapped lines): undone here. Its debug lines
-    # of the task's rendered fields are left out: they are the DAG's own arguments, kept in full.
-    lines = (process.stdout + process.stderr).splitlines()
-    output = "\n".join(line for line in lines if "SetRenderedFields(" not in line)
-    output = re.sub(r"\x1b\[[0-9;]*m", "", output)
-    output = re.sub(r"\s+", " ", re.sub(r"[\u2500-\u257f]", " ", output))
+    # Airflow 3.0's debug lines of the task's rendered fields are left out: they are the DAG's own
+    # arguments, kept in full.
+    output = plain_output(process, drop_lines_with="SetRenderedFields(")
     assert task_states(airflow_home) == {"send_skipping": "success", "send_failing": "failed"}, output[-6000:]
     assert [campaign["sent_to"] for campaign in sms_sandbox.inspect.campaigns()] == [[SENT]]
 
