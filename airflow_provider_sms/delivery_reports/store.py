@@ -136,9 +136,8 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     keys = [(row["conn_id"], row["digest"]) for row in rows]
     # The service may post a report again while its first post is in this very batch.
     first = {key: index for index, key in reversed(list(enumerate(keys)))}
-    # In key order: commits of several API servers that hold the same reports wait for one another in
-    # turn, never in a circle (no deadlock).
-    unique = [rows[first[key]] for key in sorted(first)]
+    # In arrival order: ids follow it, and they break ties between reports of the same number and date.
+    unique = [rows[index] for index in sorted(first.values())]
     statement = _insert_ignoring_duplicates(session, delivery_report_table, ["conn_id", "digest"])
     # PostgreSQL, and SQLite with SQLAlchemy 2: the rows as parameters of one statement, which SQLAlchemy
     # compiles once (cached) and sends as one multi-row INSERT ... RETURNING.
