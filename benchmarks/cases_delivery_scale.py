@@ -293,12 +293,14 @@ def scheduler_memory_record(deployment: Deployment, numbers: int) -> Record:
         outcome = f"failed (run {run['dag_run_id']})"
     elif run is not None and run["dag_run_id"] != last_id and run["state"] == "success":
         outcome = f"read {sum(api.xcom(DAG_ID, run['dag_run_id'], 'count_statuses').values()):,} reports"
+    succeeded = outcome.startswith("read ")
     return record(
         f"scheduler memory while one run consumes a {numbers:,}-number campaign",
         numbers,
         peak,
         at_rest,
-        SCHEDULER_MEMORY_TARGET,
+        # A run that never starts keeps the scheduler flat: the target holds only for one that read it all.
+        SCHEDULER_MEMORY_TARGET if succeeded else REPORT,
         unit="bytes",
         note=(
             f"scheduler RSS peak {peak / MB:.0f} MB against {at_rest / MB:.0f} MB at rest; {events} asset "

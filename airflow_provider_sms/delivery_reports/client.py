@@ -52,9 +52,10 @@ class ReceiverAccess:
     def of(cls, hook: SmsHook) -> ReceiverAccess:
         """The access of ``hook``'s connection (read through the hook, as a task reads connections)."""
         from airflow_provider_sms.delivery_reports.settings import read_key
+        from airflow_provider_sms.hooks._transport import connection_extra
 
-        extra = hook.get_connection(hook.sms_conn_id).extra_dejson or {}
-        return cls(hook.sms_conn_id, dict(extra), read_key(hook.settings.token))
+        extra = connection_extra(hook.get_connection(hook.sms_conn_id), conn_id=hook.sms_conn_id)
+        return cls(hook.sms_conn_id, extra, read_key(hook.settings.token))
 
     def url(self, path: str, **fields: Any) -> str:
         """The URL of the receiver's endpoint ``path`` (``[api] base_url`` unless ``dlr_api_url`` says)."""
@@ -193,15 +194,18 @@ def check_receiver(access: ReceiverAccess, waits: str) -> str:
     try:
         answer = httpx.get(url, timeout=SUMMARY_TIMEOUT)
     except httpx.HTTPError as exc:
-        raise SmsValidationError.for_field(
-            "dlr_api_url", f"{reason}: {API_SERVER} does not answer at {url} ({exc}); check dlr_api_url"
+        # Down or restarting, or a wrong dlr_api_url: Airflow's retries tell them apart.
+        raise SmsTransportError(
+            f"{reason} yet: {API_SERVER} does not answer at {url} ({exc}); check dlr_api_url"
         ) from None
-    if answer.status_code != 200:
-        detail = _detail(answer.content[:2000])
-        raise SmsValidationError.for_field(
-            "dlr_api_url", f"{reason}: {API_SERVER} answered HTTP {answer.status_code} at {url}: {detail}"
-        )
-    return url
+    if answer.status_code == 200:
+        return url
+    detail = _detail(answer.content[:2000])
+    problem = f"{API_SERVER} answered HTTP {answer.status_code} at {url}: {detail}"
+    if answer.status_code == 404 or "airflow db migrate" in detail:
+        # Not Airflow's API server with the provider, or its tables missing: a set-up to fix.
+        raise SmsValidationError.for_field("dlr_api_url", f"{reason}: {problem}")
+    raise SmsTransportError(f"{reason} yet: {problem}")
 
 
 def fetch_summary(request: SummaryRequest) -> DeliverySummary:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import Message
     from airflow_provider_sms.operators._campaign_run import Campaign
+    from airflow_provider_sms.operators._send_guard import SendGuard
 
 
 class SmsBaseOperator(BaseOperator):
@@ -243,11 +244,14 @@ class SmsSendBaseOperator(SmsBaseOperator):
             if value is not None
         )
 
-    def check_delivery_waits(self) -> None:
+    def check_delivery_waits(self, guard: SendGuard) -> None:
         """Before any request: a delivery-report wait downstream on this connection must be able to work
-        (the campaign cannot be sent again to fix its set-up)."""
+        (the campaign cannot be sent again to fix its set-up). Not on a try that resumes a send: what
+        is sent is sent, and the rest must go out."""
         from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
 
+        if guard.batches:
+            return
         waits = sorted(
             task.task_id
             for task in self.get_flat_relatives(upstream=False)
@@ -267,7 +271,8 @@ class SmsSendBaseOperator(SmsBaseOperator):
         from airflow_provider_sms.operators._send_guard import SendGuard
 
         with task_errors():
-            self.check_delivery_waits()
+            guard = SendGuard.for_task_instance(context["ti"])
+            self.check_delivery_waits(guard)
             gates = read_gates(
                 max_cost=self.max_cost,
                 max_filtered_ratio=self.max_filtered_ratio,
@@ -278,7 +283,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
             campaign = self.prepare_campaign()
             result = send_campaign(
                 campaign,
-                SendGuard.for_task_instance(context["ti"]),
+                guard,
                 gates,
                 on_cost_exceeded=self.on_cost_exceeded,
                 on_duplicate=self.on_duplicate,

@@ -324,7 +324,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         (templated; above 0, at most 1).
     :param deadline: how long to wait at most, counted from when the campaign goes out (the send's
         ``delivery_at``: its delay, or when it was sent) when ``campaign`` is the send's result, else
-        from the task's start; then the counts known are returned.
+        from the task's start (its first poke in reschedule mode); then the counts known are returned.
     :param sms_conn_id: the Airflow connection of type ``sms`` whose reports are meant.
     :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
 
@@ -387,7 +387,10 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
     def execute(self, context: Context) -> Any:
         """Note when the task started (the deadline's start without a delivery time), then wait."""
-        self._started = getattr(context.get("ti"), "start_date", None) or datetime.now(timezone.utc)
+        ti = context.get("ti")
+        # In reschedule mode each poke is a new start: the first one's date is the wait's start.
+        first = ti.get_first_reschedule_date(context) if self.reschedule and ti is not None else None
+        self._started = first or getattr(ti, "start_date", None) or datetime.now(timezone.utc)
         return super().execute(context)
 
     def summary_request(self, *, with_failed: bool = False) -> SummaryRequest:

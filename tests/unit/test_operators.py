@@ -648,3 +648,30 @@ def test_a_cleared_send_that_went_out_reads_its_guard_before_any_gate(requests_m
     out = capsys.readouterr().out
     assert "Gate passed" not in out
     assert "was already sent by an earlier attempt (ticket 101)" in out
+
+
+def test_the_delivery_wait_check_runs_before_a_first_send_and_not_when_a_send_resumes(
+    monkeypatch: pytest.MonkeyPatch, requests_mock: Any
+) -> None:
+    import types
+
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_provider_sms.exceptions import SmsValidationError
+    from airflow_provider_sms.operators.sms import SmsSendOperator
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())  # receives no delivery reports
+    with DAG("checked", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), schedule=None):
+        send = SmsSendOperator(task_id="send", message="Hi", recipients=["33612345678"])
+        send >> SmsDeliveryReportsSensor(task_id="wait", campaign=send.output)
+        lone = SmsSendOperator(task_id="lone", message="Hi", recipients=["33612345678"])
+
+    first_try = types.SimpleNamespace(batches={})
+    with pytest.raises(SmsValidationError, match="set dlr_webhook_id"):
+        send.check_delivery_waits(first_try)  # type: ignore[arg-type]
+    # A try that resumes a send (batches recorded) sends the rest; a send with no wait checks nothing.
+    send.check_delivery_waits(types.SimpleNamespace(batches={0: object()}))  # type: ignore[arg-type]
+    lone.check_delivery_waits(first_try)  # type: ignore[arg-type]
+    assert requests_mock.call_count == 0

@@ -490,3 +490,21 @@ def test_the_delivery_wait_counts_its_deadline_from_when_the_campaign_goes_out(
     assert isinstance(trigger, SmsDeliveryReportsTrigger)
     assert pendulum.parse(trigger.serialize()[1]["deadline"]) == expected_deadline
     assert requests_mock.call_count == 0
+
+
+def test_in_reschedule_mode_the_deadline_counts_from_the_first_poke(monkeypatch):
+    from airflow.providers.common.compat.sdk import BaseSensorOperator
+
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    monkeypatch.setattr(BaseSensorOperator, "execute", lambda self, context: None)  # no poke here
+    sensor = SmsDeliveryReportsSensor(
+        task_id="wait", campaign=5000001, expected=3, mode="reschedule", deadline=dt.timedelta(hours=6)
+    )
+    # Each reschedule starts the task again: start_date is this poke's, the first one's is older.
+    ti = mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 13, tz="UTC"))
+    ti.get_first_reschedule_date.return_value = pendulum.datetime(2026, 11, 25, 8, tz="UTC")
+
+    sensor.execute({"ti": ti})
+
+    assert sensor._deadline_at == pendulum.datetime(2026, 11, 25, 14, tz="UTC")
