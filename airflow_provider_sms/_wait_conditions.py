@@ -192,20 +192,28 @@ class DeliveryWait:
     :param min_final_share: the share of ``expected`` with a final status that ends the wait.
     :param delivery_at: when the SMS go out (the send's ``delivery_at``: its delay, or when it was
         sent); None when only campaign ids were given.
+    :param sent_at: when the campaign was sent (the send's ``sent_at``): only reports received from
+        then on are counted, so a campaign id the service reused does not count the earlier campaign's
+        reports; None when only campaign ids were given (every stored report of the ids counts).
     """
 
     campaign_ids: tuple[int, ...]
     expected: int
     min_final_share: float
     delivery_at: pendulum.DateTime | None = None
+    sent_at: pendulum.DateTime | None = None
 
     @classmethod
-    def build(cls, campaign: object, expected: object, min_final_share: object) -> DeliveryWait:
+    def build(
+        cls, campaign: object, expected: object, min_final_share: object, *, sent_at: object = None
+    ) -> DeliveryWait:
         """Check the (rendered) arguments; SmsValidationError names the one to fix.
 
-        :param campaign: a send's result (its ``tickets`` and ``sent`` are read), a campaign id, or
-            a list of them.
+        :param campaign: a send's result (its ``tickets``, ``sent``, ``delivery_at`` and ``sent_at``
+            are read), a campaign id, or a list of them.
         :param expected: the number of messages; taken from the send's result when None.
+        :param sent_at: when the campaign was sent, when ``campaign`` is not the send's result (the
+            trigger's rebuilt wait).
         """
         delivery_at = None
         if isinstance(campaign, Mapping):
@@ -214,6 +222,7 @@ class DeliveryWait:
                 expected = campaign.get("sent")
             if campaign.get("delivery_at") is not None:
                 delivery_at = parse_instant(campaign["delivery_at"], field="campaign['delivery_at']")
+            sent_at = campaign.get("sent_at")
         else:
             ids = [campaign] if isinstance(campaign, (str, int)) else campaign
         if not isinstance(ids, Iterable) or isinstance(ids, (str, bytes)):
@@ -232,7 +241,9 @@ class DeliveryWait:
             raise SmsValidationError.for_value(
                 "expected", expected, "give the number of messages sent (the send's result has it as 'sent')"
             )
-        return cls(campaign_ids, expected, check_final_share(min_final_share), delivery_at)
+        # In UTC, as the send's result gives it.
+        sent = None if sent_at is None else parse_instant(sent_at, field="campaign['sent_at']").in_tz("UTC")
+        return cls(campaign_ids, expected, check_final_share(min_final_share), delivery_at, sent)
 
     def reached(self, summary: DeliverySummary) -> bool:
         """Whether enough messages have a final status."""
@@ -270,6 +281,7 @@ class DeliveryWait:
             "campaign_ids": list(self.campaign_ids),
             "expected": self.expected,
             "min_final_share": self.min_final_share,
+            "sent_at": self.sent_at.isoformat() if self.sent_at is not None else None,
         }
 
     def result(self, summary: DeliverySummary, *, complete: bool) -> dict[str, Any]:
@@ -281,6 +293,7 @@ class DeliveryWait:
             "final": summary.final,
             "final_share": round(summary.final_share(self.expected), 4),
             "min_final_share": self.min_final_share,
+            "counted_from": self.sent_at.isoformat() if self.sent_at is not None else None,
             "complete": complete,
             "by_status": summary.by_status,
             "failed_count": summary.failed_count,

@@ -273,18 +273,28 @@ def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> Non
     for row in rows:
         campaign = seen.setdefault(
             row.campaign_id,
-            {"reports": 0, "first_reported_at": row.reported_at, "last_received_at": row.received_at},
+            {
+                "reports": 0,
+                "first_reported_at": row.reported_at,
+                "first_received_at": row.received_at,
+                "last_received_at": row.received_at,
+            },
         )
         campaign["reports"] += 1
         campaign["first_reported_at"] = min(campaign["first_reported_at"], row.reported_at)
+        campaign["first_received_at"] = min(campaign["first_received_at"], row.received_at)
         campaign["last_received_at"] = max(campaign["last_received_at"], row.received_at)
     table = delivery_campaign_table.c
     held = {
         row.campaign_id: row
         for row in session.execute(
-            select(table.campaign_id, table.reports, table.first_reported_at, table.last_received_at).where(
-                table.conn_id == conn_id, table.campaign_id.in_(list(seen))
-            )
+            select(
+                table.campaign_id,
+                table.reports,
+                table.first_reported_at,
+                table.first_received_at,
+                table.last_received_at,
+            ).where(table.conn_id == conn_id, table.campaign_id.in_(list(seen)))
         )
     }
     write_rows(
@@ -298,6 +308,7 @@ def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> Non
                 {
                     "reports": held[cid].reports + values["reports"],
                     "first_reported_at": min(held[cid].first_reported_at, values["first_reported_at"]),
+                    "first_received_at": min(held[cid].first_received_at, values["first_received_at"]),
                     "last_received_at": max(held[cid].last_received_at, values["last_received_at"]),
                 },
             )

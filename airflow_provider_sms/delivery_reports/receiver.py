@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
@@ -62,6 +62,7 @@ from airflow_provider_sms.models import CAMPAIGN_ID_MAX
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from datetime import datetime
 
     from airflow_provider_sms.models import DeliveryReport
 
@@ -108,9 +109,15 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
 
 
 def read_summary(
-    conn_id: str, campaign_ids: list[int], with_failed: bool, failed_after: str | None, failed_limit: int
+    conn_id: str,
+    campaign_ids: list[int],
+    since: datetime | None,
+    with_failed: bool,
+    failed_after: str | None,
+    failed_limit: int,
 ) -> bytes:
-    """The summary of ``campaign_ids``, with the connection's recent refusals, as the answer's body."""
+    """The summary of ``campaign_ids`` (from ``since`` on), with the connection's recent refusals, as
+    the answer's body."""
     from airflow.utils.session import create_session
 
     from airflow_provider_sms.delivery_reports.refusals import recent_refusals
@@ -121,6 +128,7 @@ def read_summary(
             session,
             conn_id,
             campaign_ids,
+            since=since,
             with_failed=with_failed,
             failed_after=failed_after,
             failed_limit=failed_limit,
@@ -438,6 +446,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         conn_id: str,
         request: Request,
         campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
+        since: AwareDatetime | None = None,
         failed: bool = False,
         failed_after: Annotated[str | None, Query(max_length=32)] = None,
         failed_limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_PAGE,
@@ -445,7 +454,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         await check_reader(connections, request, conn_id)
         try:
             body = await run_in_threadpool(
-                read_summary, conn_id, campaign_id, failed, failed_after, failed_limit
+                read_summary, conn_id, campaign_id, since, failed, failed_after, failed_limit
             )
         except SQLAlchemyError as exc:
             raise database_refusal(exc, conn_id, "summary") from None

@@ -6,7 +6,9 @@
   flusher locks, so that one flusher at a time works on a connection.
 - ``sms_delivery_message``: per message (campaign and number), its latest status; kept by the flusher.
 - ``sms_delivery_count``: per campaign, how many messages stand at each status; kept by the flusher.
-- ``sms_delivery_campaign``: per campaign, how many reports, the first report's date, the last arrival.
+- ``sms_delivery_campaign``: per campaign, how many reports, the first report's date, the first and the
+  last arrival (a summary counted from a send's time reads the counts only when the first arrival and
+  the first date are after it: a campaign id the service reused is counted from its messages).
 - ``sms_delivery_refusal``: per connection, what the receiver refused, by reason and minute, per server.
 
 Only the insert of a report is on the receiving call's path; the others are written by the flusher,
@@ -105,6 +107,7 @@ delivery_campaign_table = Table(
     Column("campaign_id", BigInteger, primary_key=True),
     Column("reports", BigInteger, nullable=False),
     Column("first_reported_at", Timestamp, nullable=False),
+    Column("first_received_at", Timestamp, nullable=False),
     Column("last_received_at", Timestamp, nullable=False),
     Index("idx_sms_delivery_campaign_received", "last_received_at"),
 )

@@ -315,10 +315,12 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     the "Delivery reports" page: the service must post them there). Each message counts once, at its
     latest status; ``sent`` is not final, every other status is. When the share is reached, or when
     ``deadline`` has passed (``complete`` is then False), the sensor returns the counts by status and
-    the numbers whose final status is not ``delivered``, for the clean-up step.
+    the numbers whose final status is not ``delivered``, for the clean-up step. Given the send's
+    result, only reports that arrived after the send (its ``sent_at``) count: a campaign id the
+    service reused does not count the earlier campaign's reports.
 
-    :param campaign: the send's result (``send.output``: its ``tickets`` and ``sent`` are used), or a
-        campaign id, or a list of them (templated).
+    :param campaign: the send's result (``send.output``: its ``tickets``, ``sent``, ``sent_at`` and
+        ``delivery_at`` are used), or a campaign id, or a list of them (templated).
     :param expected: how many messages were sent (templated); taken from the send's result when None.
     :param min_final_share: the share of ``expected`` messages with a final status that ends the wait
         (templated; above 0, at most 1).
@@ -329,7 +331,8 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     :param deferrable: wait in the triggerer (see :class:`SmsBaseSensor`).
 
     Returns (XCom) ``{"campaign_ids", "expected", "reported", "final", "final_share",
-    "min_final_share", "complete", "by_status", "failed_count", "failed"}``.
+    "min_final_share", "counted_from", "complete", "by_status", "failed_count", "failed"}``
+    (``counted_from``: the send's ``sent_at``, or None given bare ids).
     """
 
     template_fields: Sequence[str] = (
@@ -399,7 +402,9 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         from airflow_provider_sms.delivery_reports.settings import SUMMARY_PATH
 
         access = ReceiverAccess.of(self.hook)
-        return SummaryRequest(access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed)
+        return SummaryRequest(
+            access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed, since=self.wait.sent_at
+        )
 
     def check_once(self) -> PokeReturnValue:
         """Read the summary; done when the share is reached or the deadline has passed."""

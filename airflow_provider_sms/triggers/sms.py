@@ -215,6 +215,8 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
     :param expected: how many messages were sent.
     :param min_final_share: the share with a final status that ends the wait.
     :param deadline: when to stop waiting and report what is known (ISO 8601 with offset).
+    :param sent_at: count only reports received from then on (the send's ``sent_at``, ISO 8601 with
+        offset); None counts every stored report of the campaigns.
     """
 
     def __init__(
@@ -225,11 +227,12 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
         expected: int,
         min_final_share: float,
         deadline: str,
+        sent_at: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.summary_url = summary_url
-        self.wait = DeliveryWait.build(list(campaign_ids), expected, min_final_share)
+        self.wait = DeliveryWait.build(list(campaign_ids), expected, min_final_share, sent_at=sent_at)
         self.deadline = deadline
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -250,7 +253,9 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
         from airflow_provider_sms.delivery_reports.settings import read_key
 
         key = read_key((await hook.get_settings()).token)
-        summary = await afetch_summary(SummaryRequest(self.summary_url, key, self.wait.campaign_ids))
+        summary = await afetch_summary(
+            SummaryRequest(self.summary_url, key, self.wait.campaign_ids, since=self.wait.sent_at)
+        )
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
         if not complete and (note := self.wait.refusals_note(summary)):

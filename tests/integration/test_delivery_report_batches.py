@@ -285,3 +285,95 @@ def test_the_prune_command_line_says_what_it_did(db: Any, capsys: pytest.Capture
     assert capsys.readouterr().out.strip() == "deleted 1 campaign(s) with 1 delivery report(s)"
     with db.engine.connect() as connection:
         assert connection.scalar(select(func.count()).select_from(delivery_report_table)) == 0
+
+
+# ------------------------------------------------------------------ a campaign id the service reused
+
+
+def reports_of(campaign_id: int, outcomes: dict[str, int], date: dt.datetime) -> list[DeliveryReport]:
+    return [
+        DeliveryReport(date=date, status=status, destination=number, campaign_id=campaign_id)
+        for number, status in outcomes.items()
+    ]
+
+
+def summary_since(metadata_db: Any, since: dt.datetime | None, *campaign_ids: int, **kwargs: Any) -> Any:
+    with metadata_db.Session() as session:
+        return campaign_summary(
+            session, "sms_default", list(campaign_ids), since=since, with_failed=True, **kwargs
+        )
+
+
+def test_a_reused_campaign_id_counts_only_what_arrived_after_the_send(db: Any) -> None:
+    # The earlier campaign 5000001 (before a sandbox reset): three numbers, stored and counted.
+    earlier = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
+    store(db, reports_of(5000001, {"33700000001": 3, "33700000002": 12, "33700000003": 3}, earlier))
+    flush_all(db, iter([1000] * 10))
+    sent_at = dt.datetime.now(dt.timezone.utc)
+    # Nothing of the new campaign arrived yet (its reports were refused): it has no report at all.
+    nothing = summary_since(db, sent_at, 5000001)
+    assert (nothing.reported, nothing.final, nothing.by_status, nothing.failed) == (0, 0, {}, [])
+    # Without the send's time, every stored report of the id counts (the old behaviour, for bare ids).
+    assert summary_since(db, None, 5000001).by_status == {"delivered": 2, "expired": 1}
+
+    # The new campaign's reports: one number the earlier one had, one it did not.
+    later = sent_at + dt.timedelta(seconds=5)
+    store(db, reports_of(5000001, {"33700000001": 12, "33700000009": 3}, later))
+    # A late retry of the earlier campaign's report arrives after the send: dated long before, it is left out.
+    store(db, reports_of(5000001, {"33700000003": 1}, earlier + dt.timedelta(seconds=1)))
+    flush_all(db, iter([1000] * 10))
+    new = summary_since(db, sent_at, 5000001)
+    assert new.by_status == {"expired": 1, "delivered": 1}
+    assert (new.reported, new.final, new.failed_count, new.failed) == (2, 2, 1, ["33700000001"])
+
+
+def test_a_campaign_with_only_new_reports_is_read_from_its_counts(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent_at = dt.datetime.now(dt.timezone.utc)
+    # Dated 30 s before the send by the service's clock: within the allowance.
+    store(db, reports_of(42, {"33700000001": 3, "33700000002": 2}, sent_at - dt.timedelta(seconds=30)))
+    flush_all(db, iter([1000] * 10))
+    read: list[Any] = []
+    real_execute = type(db.Session()).execute
+
+    def recorded(session: Any, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(str(statement))
+        return real_execute(session, statement, *args, **kwargs)
+
+    monkeypatch.setattr(type(db.Session()), "execute", recorded)
+    summary = summary_since(db, sent_at, 42)
+    assert summary.by_status == {"delivered": 1, "not delivered": 1}
+    assert summary.failed == ["33700000002"]
+    # The counts were read, and no statement joined the messages to their reports.
+    assert any("sms_delivery_count" in statement for statement in read)
+    assert not any("JOIN sms_delivery_report" in statement for statement in read)
+
+
+def test_reports_dated_well_before_the_send_are_not_counted_even_if_they_arrive_after(db: Any) -> None:
+    sent_at = dt.datetime.now(dt.timezone.utc)
+    store(db, reports_of(43, {"33700000001": 3}, sent_at - dt.timedelta(minutes=5)))
+    store(db, reports_of(43, {"33700000002": 3}, sent_at + dt.timedelta(seconds=1)))
+    flush_all(db, iter([1000] * 10))
+    assert summary_since(db, sent_at, 43).by_status == {"delivered": 1}
+    assert summary_since(db, None, 43).by_status == {"delivered": 2}
+
+
+def test_failed_numbers_of_a_reused_campaign_come_in_pages(db: Any) -> None:
+    earlier = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    store(db, reports_of(44, {f"3364000000{index}": 12 for index in range(5)}, earlier))
+    flush_all(db, iter([1000] * 10))
+    sent_at = dt.datetime.now(dt.timezone.utc)
+    new_numbers = {f"3364000001{index}": 12 for index in range(7)}
+    store(db, reports_of(44, new_numbers, sent_at + dt.timedelta(seconds=1)))
+    flush_all(db, iter([1000] * 10))
+    numbers: list[str] = []
+    after = None
+    while True:
+        page = summary_since(db, sent_at, 44, failed_after=after, failed_limit=3)
+        numbers += page.failed
+        after = page.failed_next
+        if after is None:
+            break
+    assert numbers == sorted(new_numbers)
+    assert page.failed_count == 7

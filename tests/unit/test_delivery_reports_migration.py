@@ -89,6 +89,11 @@ def test_reports_stored_before_the_batches_are_counted_and_get_no_second_event(t
         ).all()
         assert [tuple(c) for c in counts] == [(1, 1), (3, 1), (12, 1)]
         assert tuple(connection.execute(text("SELECT reports FROM sms_delivery_campaign")).one()) == (4,)
+        # Revision 0003: each campaign's first arrival, from its earliest stored report.
+        arrivals = connection.execute(
+            text("SELECT first_received_at, last_received_at FROM sms_delivery_campaign")
+        ).one()
+        assert [str(at)[:19] for at in arrivals] == ["2026-11-24 09:00:00", "2026-11-24 12:00:00"]
         assert tuple(
             connection.execute(text("SELECT last_batch, reports FROM sms_delivery_flush")).one()
         ) == (0, 4)

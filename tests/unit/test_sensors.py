@@ -508,3 +508,46 @@ def test_in_reschedule_mode_the_deadline_counts_from_the_first_poke(monkeypatch)
     sensor.execute({"ti": ti})
 
     assert sensor._deadline_at == pendulum.datetime(2026, 11, 25, 14, tz="UTC")
+
+
+def test_the_delivery_wait_hands_the_sends_time_to_its_trigger_and_its_summary_requests(
+    monkeypatch, requests_mock
+):
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+    from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_DEFAULT", connection_json(dlr_webhook_id="1", dlr_api_url="http://127.0.0.1:8080")
+    )
+    # The send's result as XCom gives it; any offset reads as the same instant.
+    campaign = {"tickets": ["5000001"], "sent": 3, "sent_at": "2026-11-25T10:00:00.250000+01:00"}
+    sensor = SmsDeliveryReportsSensor(task_id="wait", campaign=campaign, deferrable=True)
+
+    with pytest.raises(TaskDeferred) as info:
+        sensor.execute({"ti": mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))})
+
+    trigger = info.value.trigger
+    assert isinstance(trigger, SmsDeliveryReportsTrigger)
+    kwargs = trigger.serialize()[1]
+    assert kwargs["sent_at"] == "2026-11-25T09:00:00.250000+00:00"
+    rebuilt = SmsDeliveryReportsTrigger(**kwargs)
+    assert rebuilt.wait.sent_at == pendulum.datetime(2026, 11, 25, 9, 0, 0, 250000, tz="UTC")
+    params = dict(sensor.summary_request().params())
+    assert params["since"] == "2026-11-25T09:00:00.250000+00:00"
+    # Bare ids: no time, every stored report of the ids counts.
+    assert "since" not in dict(
+        SmsDeliveryReportsSensor(task_id="ids", campaign=5000001, expected=3).summary_request().params()
+    )
+
+
+def test_a_send_result_whose_sent_at_cannot_be_read_fails_the_wait_naming_it(monkeypatch):
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_DEFAULT", connection_json(dlr_webhook_id="1", dlr_api_url="http://127.0.0.1:8080")
+    )
+    sensor = SmsDeliveryReportsSensor(
+        task_id="wait", campaign={"tickets": ["5000001"], "sent": 3, "sent_at": "yesterday"}
+    )
+    with pytest.raises(AirflowFailException, match=r"campaign\['sent_at'\]"):
+        sensor.execute({"ti": mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))})
