@@ -135,6 +135,7 @@ def test_the_wait_reads_the_send_result_or_ids() -> None:
         "campaign_ids": [42],
         "expected": 10,
         "min_final_share": 1.0,
+        "sent_at": None,  # bare ids: no send time, every stored report of the ids counts
     }
     assert DeliveryWait.build([1, "2"], 5, 0.5).campaign_ids == (1, 2)
 
