@@ -834,7 +834,8 @@ class Deployment:
         return f"postgresql+psycopg2://airflow@127.0.0.1:{self.ports['postgres']}/airflow"
 
     def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-        """The rows of one SQL statement on the metadata database, on a connection of its own.
+        """The rows of one SQL statement on the metadata database, on a connection of its own, committed
+        (none for a statement that returns no rows, e.g. ``ALTER TABLE``).
 
         :param sql: the statement, with ``:name`` placeholders for ``params``.
         """
@@ -843,8 +844,9 @@ class Deployment:
 
         engine = sqlalchemy.create_engine(self.database_url, poolclass=NullPool)
         try:
-            with engine.connect() as connection:
-                return [tuple(row) for row in connection.execute(sqlalchemy.text(sql), params)]
+            with engine.begin() as connection:
+                result = connection.execute(sqlalchemy.text(sql), params)
+                return [tuple(row) for row in result] if result.returns_rows else []
         finally:
             engine.dispose()
 
@@ -880,7 +882,9 @@ class Deployment:
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(
                     self.ports.setdefault("trigger_logs", free_port())
                 ),
-                "AIRFLOW_CONN_SMS_DEFAULT": self.connection(self.sandbox_url),
+                # sms_default is stored in the metadata database (as `airflow connections add` does for
+                # a user): the workers and the API server's receiver read it there. The triggerer's own
+                # environment overrides it with the recording proxy's URL.
                 # Receives only from the service's documented addresses (the hostile-input scenario).
                 "AIRFLOW_CONN_SMS_SERVICE_ONLY": self.connection(self.sandbox_url, dlr_allowed_callers=[]),
                 # Receives reports like sms_default, but no DAG schedules on its asset: no asset events.
@@ -903,18 +907,19 @@ class Deployment:
         return self.shared_secrets[name]
 
     def _migrate(self) -> None:
-        result = subprocess.run(
-            [AIRFLOW, "db", "migrate"],
-            env=self.airflow_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise DeploymentError(
-                f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        connection = ["connections", "add", "sms_default", "--conn-json", self.connection(self.sandbox_url)]
+        for command in (["db", "migrate"], connection):
+            result = subprocess.run(
+                [AIRFLOW, *command],
+                env=self.airflow_env(),
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
             )
+            if result.returncode != 0:
+                output = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+                raise DeploymentError(f"airflow {' '.join(command[:2])} failed:\n{output}")
 
     def component_command(self, name: str) -> list[str]:
         """The command line of an Airflow component (``worker1``/``worker2`` are Celery workers)."""

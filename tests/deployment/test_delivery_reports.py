@@ -102,6 +102,35 @@ def test_a_campaigns_reports_reach_the_api_server_the_sensor_and_the_dag_schedul
     )
 
 
+def test_a_campaign_id_reused_after_a_sandbox_reset_counts_only_the_new_campaigns_reports(
+    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient
+) -> None:
+    """The sandbox numbers its campaigns from 5000001 again after a reset: the second campaign's wait
+    counts only the reports that arrived after its send, not the first campaign's under the same id."""
+    api.unpause(SENDER_DAG)
+    receive_reports(deployment, sandbox, statuses=[3])
+    first_numbers = [f"336444{index:05d}" for index in range(20)]
+    first_run = api.trigger(SENDER_DAG, {"recipients": first_numbers})
+    assert api.wait_run(SENDER_DAG, first_run, timeout=180) == "success"
+    first = api.xcom(SENDER_DAG, first_run, "send")
+    assert api.xcom(SENDER_DAG, first_run, "wait_for_delivery")["by_status"] == {"delivered": 20}
+
+    sandbox.reset()
+    receive_reports(deployment, sandbox, statuses=[12])
+    # Half the numbers again, half new: the register sees another campaign, the service the same id.
+    second_numbers = first_numbers[:10] + [f"336445{index:05d}" for index in range(10)]
+    second_run = api.trigger(SENDER_DAG, {"recipients": second_numbers})
+    assert api.wait_run(SENDER_DAG, second_run, timeout=180) == "success"
+    second = api.xcom(SENDER_DAG, second_run, "send")
+    assert second["ticket"] == first["ticket"]
+    delivery = api.xcom(SENDER_DAG, second_run, "wait_for_delivery")
+    # Only the second campaign's reports (all expired), at least the 90 % the DAG waits for.
+    assert set(delivery["by_status"]) == {"expired"}
+    assert 18 <= delivery["final"] == delivery["by_status"]["expired"] <= 20
+    assert set(delivery["failed"]) <= set(second_numbers)
+    assert delivery["counted_from"] == second["sent_at"]
+
+
 def post(deployment: Deployment, body: bytes, conn_id: str = "sms_default", **headers: str) -> httpx.Response:
     sent = {"Content-Type": "application/json", "X-SMSFactor-Signature": SIGNATURE, **headers}
     return httpx.post(
