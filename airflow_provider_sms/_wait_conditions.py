@@ -222,7 +222,7 @@ class DeliveryWait:
                 expected = campaign.get("sent")
             if campaign.get("delivery_at") is not None:
                 delivery_at = parse_instant(campaign["delivery_at"], field="campaign['delivery_at']")
-            sent_at = campaign.get("sent_at")
+            sent_at = campaign.get("sent_at", sent_at)
         else:
             ids = [campaign] if isinstance(campaign, (str, int)) else campaign
         if not isinstance(ids, Iterable) or isinstance(ids, (str, bytes)):
@@ -242,7 +242,8 @@ class DeliveryWait:
                 "expected", expected, "give the number of messages sent (the send's result has it as 'sent')"
             )
         # In UTC, as the send's result gives it.
-        sent = None if sent_at is None else parse_instant(sent_at, field="campaign['sent_at']").in_tz("UTC")
+        field = "campaign['sent_at']" if isinstance(campaign, Mapping) else "sent_at"
+        sent = None if sent_at is None else parse_instant(sent_at, field=field).in_tz("UTC")
         return cls(campaign_ids, expected, check_final_share(min_final_share), delivery_at, sent)
 
     def reached(self, summary: DeliverySummary) -> bool:
@@ -252,11 +253,18 @@ class DeliveryWait:
     def describe(self, summary: DeliverySummary) -> str:
         """One log line: where the campaign stands."""
         statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.by_status.items())) or "none"
-        return (
+        line = (
             f"campaign(s) {', '.join(map(str, self.campaign_ids))}: {summary.final} of {self.expected} "
             f"messages have a final status ({summary.final_share(self.expected):.1%}, "
             f"{self.min_final_share:.0%} needed); reports by status: {statuses}"
         )
+        if summary.left_out and self.sent_at is not None:
+            line += (
+                f"; {summary.left_out} earlier report(s) of these campaign id(s) not counted: received "
+                f"before the send ({self.sent_at.isoformat()}) or dated more than a minute before it (the "
+                "service reused the id, or the API server's or the service's clock is behind)"
+            )
+        return line
 
     @staticmethod
     def refusals_note(summary: DeliverySummary) -> str | None:

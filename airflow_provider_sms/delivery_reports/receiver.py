@@ -58,7 +58,7 @@ from airflow_provider_sms.delivery_reports.settings import (
 )
 from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE, without_parameters
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
-from airflow_provider_sms.models import CAMPAIGN_ID_MAX
+from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -446,7 +446,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         conn_id: str,
         request: Request,
         campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
-        since: AwareDatetime | None = None,
+        since: Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)] = None,
         failed: bool = False,
         failed_after: Annotated[str | None, Query(max_length=32)] = None,
         failed_limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_PAGE,

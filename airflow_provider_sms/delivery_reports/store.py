@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, insert, select, union, update
 from sqlalchemy.exc import StatementError
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.delivery_reports.counted_since import count_since, failed_since, read_counts
 from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary, StoredReport
 from airflow_provider_sms.delivery_reports.tables import (
-    delivery_campaign_table,
-    delivery_count_table,
     delivery_flush_table,
     delivery_message_table,
     delivery_report_table,
@@ -28,7 +27,7 @@ from airflow_provider_sms.delivery_reports.tables import (
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from sqlalchemy.orm import Session
 
@@ -39,9 +38,6 @@ if TYPE_CHECKING:
 FAILED_PAGE = 10_000
 # The most reports one call for the reports of asset events returns.
 REPORTS_PAGE = 5_000
-# How much earlier than the send a report of its campaign may be dated: the service's clock and ours
-# may disagree. A summary counted from a send leaves out reports dated earlier still (a reused id's).
-REPORT_CLOCK_SKEW = timedelta(minutes=1)
 
 
 def without_parameters(exc: BaseException) -> BaseException:
@@ -178,36 +174,21 @@ def campaign_summary(
     failed_limit: int = FAILED_PAGE,
     refusals: list[RefusalCount] | None = None,
 ) -> DeliverySummary:
-    """Where the messages of ``campaign_ids`` stand, from the counts the flusher keeps (no report read).
+    """Where the messages of ``campaign_ids`` stand, from the counts the flusher keeps (no report read,
+    but for a campaign id with reports from before ``since``).
 
-    :param since: count only what the campaigns got from then on (the send's time): each message at
-        its latest report, if that report arrived from then on and is dated no earlier than
-        :data:`REPORT_CLOCK_SKEW` before. A campaign whose reports all qualify is read from its counts;
-        one with reports from before (a campaign id the service reused) is counted from its messages.
+    :param since: count only what the campaigns got from then on (the send's time): see
+        :mod:`.counted_since`. A campaign whose every report came after it is read from its counts.
     :param with_failed: also list the numbers whose final status is not ``delivered`` (one page).
     :param failed_after: the page starts after this number (the previous page's ``failed_next``).
     :param failed_limit: the most numbers in the page.
     :param refusals: what the receiver refused for the connection lately, returned as given.
     """
-    reused = _reused_campaigns(session, conn_id, campaign_ids, since) if since is not None else []
-    counted = [campaign_id for campaign_id in campaign_ids if campaign_id not in reused]
-    counts_table = delivery_count_table.c
     summed: Counter[int] = Counter()
-    if counted:
-        for status, count in session.execute(
-            select(counts_table.status, func.sum(counts_table.messages))
-            .where(counts_table.conn_id == conn_id, counts_table.campaign_id.in_(counted))
-            .group_by(counts_table.status)
-        ):
-            summed[int(status)] += int(count or 0)
-    if reused:
-        messages = delivery_message_table.c
-        for status, count in session.execute(
-            _messages_since(select(messages.status, func.count()), conn_id, reused, since).group_by(
-                messages.status
-            )
-        ):
-            summed[int(status)] += int(count)
+    reused = read_counts(session, conn_id, campaign_ids, since, summed)
+    left_out = 0
+    if reused and since is not None:
+        left_out = count_since(session, conn_id, sorted(reused), since, summed)
     counts = [(status, count) for status, count in sorted(summed.items()) if count]
     final_statuses = {status for status, _ in counts if status not in PENDING_DELIVERY_STATUSES}
     failed_statuses = {status for status in final_statuses if status not in DELIVERED_STATUSES}
@@ -215,7 +196,7 @@ def campaign_summary(
     failed_next: str | None = None
     if with_failed:
         failed, failed_next = failed_numbers(
-            session, conn_id, campaign_ids, failed_after, failed_limit, since=since if reused else None
+            session, conn_id, campaign_ids, failed_after, failed_limit, since=since, reused=reused
         )
     return DeliverySummary(
         campaign_ids=list(campaign_ids),
@@ -225,41 +206,8 @@ def campaign_summary(
         failed_count=sum(count for status, count in counts if status in failed_statuses),
         failed=failed,
         failed_next=failed_next,
+        left_out=left_out,
         refusals=refusals or [],
-    )
-
-
-def _reused_campaigns(
-    session: Session, conn_id: str, campaign_ids: Sequence[int], since: datetime
-) -> list[int]:
-    """Those of ``campaign_ids`` with reports from before ``since``: arrived before, or dated before by
-    more than the clocks' allowance (one row per campaign is read)."""
-    campaigns = delivery_campaign_table.c
-    return list(
-        session.scalars(
-            select(campaigns.campaign_id).where(
-                campaigns.conn_id == conn_id,
-                campaigns.campaign_id.in_(list(campaign_ids)),
-                (campaigns.first_received_at < since)
-                | (campaigns.first_reported_at < since - REPORT_CLOCK_SKEW),
-            )
-        )
-    )
-
-
-def _messages_since(
-    select_messages: Any, conn_id: str, campaign_ids: Sequence[int], since: datetime | None
-) -> Any:
-    """``select_messages`` (a SELECT of message columns) narrowed to the messages of ``campaign_ids``;
-    with ``since``, to those whose latest report arrived from ``since`` on and is dated no earlier than
-    the clocks' allowance before it."""
-    messages = delivery_message_table.c
-    query = select_messages.where(messages.conn_id == conn_id, messages.campaign_id.in_(list(campaign_ids)))
-    if since is None:
-        return query
-    reports = delivery_report_table.c
-    return query.join(delivery_report_table, reports.id == messages.report_id).where(
-        reports.received_at >= since, messages.reported_at >= since - REPORT_CLOCK_SKEW
     )
 
 
@@ -271,21 +219,31 @@ def failed_numbers(
     limit: int,
     *,
     since: datetime | None = None,
+    reused: Collection[int] = (),
 ) -> tuple[list[str], str | None]:
     """One page of the failed numbers of ``campaign_ids``, in number order, and where the next starts.
 
-    :param since: only messages whose latest report arrived from then on (see :func:`campaign_summary`).
+    :param since: with ``reused``: the send's time those campaigns are counted from.
+    :param reused: the campaigns with reports from before ``since`` (their numbers are ranked among
+        the reports since; the others' are read from the latest statuses the flusher keeps).
     """
     messages = delivery_message_table.c
-    query = (
-        _messages_since(select(messages.destination), conn_id, campaign_ids, since)
-        .where(messages.failed.is_(True))
-        .order_by(messages.destination)
-        .distinct()
-        .limit(limit + 1)
-    )
+    kept = [campaign_id for campaign_id in campaign_ids if campaign_id not in reused]
+    parts = []
+    if kept:
+        parts.append(
+            select(messages.destination.label("destination")).where(
+                messages.conn_id == conn_id, messages.campaign_id.in_(kept), messages.failed.is_(True)
+            )
+        )
+    if reused and since is not None:
+        parts.append(failed_since(conn_id, sorted(reused), since))
+    if not parts:
+        return [], None
+    numbers = (union(*parts) if len(parts) > 1 else parts[0].distinct()).subquery()
+    query = select(numbers.c.destination).order_by(numbers.c.destination).limit(limit + 1)
     if after is not None:
-        query = query.where(messages.destination > after)
+        query = query.where(numbers.c.destination > after)
     page = list(session.scalars(query))
     if len(page) > limit:
         return page[:limit], page[limit - 1]

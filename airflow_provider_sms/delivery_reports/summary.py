@@ -60,6 +60,8 @@ class DeliverySummary(SmsModel):
     :param failed_count: messages whose final status is not ``delivered``.
     :param failed: those messages' numbers in number order, when asked for (else None): one page.
     :param failed_next: where the next page of failed numbers starts (None: this was the last).
+    :param left_out: reports of these campaign ids not counted because they came before the send the
+        summary was asked from (``since``): a campaign id the service reused.
     :param refusals: what the receiver refused for this connection in the last hour, by reason.
     """
 
@@ -70,6 +72,7 @@ class DeliverySummary(SmsModel):
     failed_count: int
     failed: list[str] | None = None
     failed_next: str | None = None
+    left_out: int = 0
     refusals: list[RefusalCount] = []
 
     def final_share(self, expected: int) -> float:

@@ -7,8 +7,8 @@
 - ``sms_delivery_message``: per message (campaign and number), its latest status; kept by the flusher.
 - ``sms_delivery_count``: per campaign, how many messages stand at each status; kept by the flusher.
 - ``sms_delivery_campaign``: per campaign, how many reports, the first report's date, the first and the
-  last arrival (a summary counted from a send's time reads the counts only when the first arrival and
-  the first date are after it: a campaign id the service reused is counted from its messages).
+  last arrival (a summary counted from a send's time reads the counts only when the first arrival is
+  after it and the first date no more than a minute before it: see :mod:`.counted_since`).
 - ``sms_delivery_refusal``: per connection, what the receiver refused, by reason and minute, per server.
 
 Only the insert of a report is on the receiving call's path; the others are written by the flusher,

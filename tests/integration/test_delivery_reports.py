@@ -637,10 +637,16 @@ def test_after_a_sandbox_reset_the_wait_counts_only_the_new_campaign_not_the_reu
     assert event["summary"]["by_status"] == {"expired": 3}
 
 
-def test_the_summary_refuses_a_since_without_its_offset(receiver: ThreadedServer) -> None:
+@pytest.mark.parametrize(
+    "since",
+    ["2026-11-24T10:00:00", "0001-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00", "9999-12-31T23:59:59-01:00"],
+)
+def test_the_summary_refuses_a_since_without_its_offset_or_out_of_range(
+    receiver: ThreadedServer, since: str
+) -> None:
     answer = httpx.get(
         f"{receiver.url}/sms/delivery-reports/sms_default/summary",
-        params={"campaign_id": 777, "since": "2026-11-24T10:00:00"},
+        params={"campaign_id": 777, "since": since},
         headers={"Authorization": f"Bearer {read_key(TEST_TOKEN)}"},
         timeout=30,
     )
