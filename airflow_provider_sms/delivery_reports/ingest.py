@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
@@ -18,33 +21,122 @@ from starlette.concurrency import run_in_threadpool
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from sqlalchemy.engine import Connection, Engine
+
     from airflow_provider_sms.models import DeliveryReport
 
 log = logging.getLogger(__name__)
 
 Pending = tuple[str, "DeliveryReport"]
 
+# The writer keeps its database connection (no pool pre-ping) while commits come this close together,
+# and for this long at most (then it takes a fresh one from the pool, pinged and recycled as the pool says).
+KEEP_IDLE = 5.0
+KEEP_AT_MOST = 60.0
+# How long closing the receiver waits for a commit under way before leaving its connection be.
+CLOSE_WAIT = 5.0
+
 
 class StoreFailed(Exception):
     """The commit that held a call's report failed (logged once, with its cause, for the whole batch)."""
 
 
-def write_reports(reports: Sequence[Pending], flush_rows: set[str]) -> list[bool]:
+def airflow_engine() -> Engine:
+    """The engine of Airflow's metadata database (``airflow.settings.engine``)."""
+    from airflow import settings
+
+    if settings.engine is None:
+        raise RuntimeError("Airflow's database is not configured (airflow.settings.engine is None)")
+    return settings.engine
+
+
+def write_reports(
+    reports: Sequence[Pending], flush_rows: set[str], connection: Connection | None = None
+) -> list[bool]:
     """Insert ``reports`` and commit; for each, whether it is new (False: a duplicate).
 
     :param flush_rows: the connections known to have their flusher's row; grows with the new ones.
+    :param connection: the database connection to write on (a Core connection, no ORM session: the
+        commit is the whole transaction); one from Airflow's pool when None.
     """
-    from airflow.utils.session import create_session
-
     from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
 
+    if connection is None:
+        with airflow_engine().connect() as pooled:
+            return write_reports(reports, flush_rows, pooled)
     new_connections = {conn_id for conn_id, _ in reports} - flush_rows
-    # Leaving the block commits: the calls are answered only after it returns.
-    with create_session(scoped=False) as session:
-        stored = insert_reports(session, reports)
-        ensure_flush_rows(session, new_connections)
+    # Leaving the block commits (or rolls back and raises): the calls are answered only after it.
+    with connection.begin():
+        stored = insert_reports(connection, reports)
+        ensure_flush_rows(connection, new_connections)
     flush_rows |= new_connections
     return stored
+
+
+class ReportWriter:
+    """The receiver's writer: :func:`write_reports` on a database connection it keeps between commits.
+
+    A connection taken from Airflow's pool is pinged first (``[database] sql_alchemy_pool_pre_ping``):
+    a round trip to the database per commit. The writer keeps its connection, without that ping, while
+    it commits often; after :data:`KEEP_IDLE` seconds without a commit, :data:`KEEP_AT_MOST` seconds in
+    all, or any failure, it gives the connection back and takes a fresh (pinged) one. A connection the
+    database dropped between two close commits fails the next commit (its calls are answered 503,
+    which the service retries); the commit after it gets a new connection. A call made while the kept
+    connection is busy (group commit off: each call commits alone, at once) takes one from the pool.
+    """
+
+    def __init__(self) -> None:
+        self.flush_rows: set[str] = set()
+        self._connection: Connection | None = None
+        self._used_at = self._taken_at = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, reports: Sequence[Pending]) -> list[bool]:
+        if not self._lock.acquire(blocking=False):
+            return write_reports(reports, self.flush_rows)
+        try:
+            connection = self._kept()
+            try:
+                stored = write_reports(reports, self.flush_rows, connection)
+            except BaseException:
+                self._give_back()
+                raise
+            self._used_at = time.monotonic()
+            return stored
+        finally:
+            self._lock.release()
+
+    def _kept(self) -> Connection:
+        engine = airflow_engine()
+        connection = self._connection
+        if connection is not None and (
+            connection.closed
+            or connection.invalidated
+            or connection.engine is not engine
+            or time.monotonic() - self._used_at >= KEEP_IDLE
+            or time.monotonic() - self._taken_at >= KEEP_AT_MOST
+        ):
+            self._give_back()
+            connection = None
+        if connection is None:
+            connection = self._connection = engine.connect()
+            self._taken_at = time.monotonic()
+        return connection
+
+    def close(self) -> None:
+        """Give the kept connection back to the pool, once the commit under way (if any) is done."""
+        if self._lock.acquire(timeout=CLOSE_WAIT):
+            try:
+                self._give_back()
+            finally:
+                self._lock.release()
+
+    def _give_back(self) -> None:
+        # Back to the pool, which discards it if the database dropped it.
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with suppress(Exception):
+                connection.close()
 
 
 def _is_data_error(exc: BaseException) -> bool:

@@ -49,7 +49,7 @@ from airflow_provider_sms.delivery_reports.connections import (
     signature_matches,
 )
 from airflow_provider_sms.delivery_reports.flusher import Flusher, default_limits
-from airflow_provider_sms.delivery_reports.ingest import GroupCommit, StoreFailed, write_reports
+from airflow_provider_sms.delivery_reports.ingest import GroupCommit, ReportWriter, StoreFailed
 from airflow_provider_sms.delivery_reports.refusals import RefusalCounter
 from airflow_provider_sms.delivery_reports.settings import (
     SIGNATURE_HEADER,
@@ -373,9 +373,9 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
     """
     connections = connections or Connections()
     refusals = RefusalCounter()
-    flush_rows: set[str] = set()
+    report_writer = ReportWriter()
     writer = GroupCommit(
-        lambda reports: write_reports(reports, flush_rows),
+        report_writer,
         group_commit if group_commit is not None else group_commit_rows(),
     )
     tables = TablesCheck()
@@ -400,6 +400,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+            report_writer.close()
 
     app = FastAPI(
         title="SMS delivery reports",

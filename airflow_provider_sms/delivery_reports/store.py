@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, insert, select, union, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import StatementError
 
 from airflow_provider_sms import codec
@@ -78,17 +79,22 @@ def report_row(conn_id: str, report: DeliveryReport, received_at: datetime) -> d
     }
 
 
-def _insert_ignoring_duplicates(session: Session, table: Any, key: list[str]) -> Any:
+def _insert_ignoring_duplicates(db: Session | Connection, table: Any, key: list[str]) -> Any:
     """An INSERT into ``table`` that skips rows whose ``key`` is taken (PostgreSQL, SQLite, MySQL)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    name = session.get_bind().dialect.name
+    name = _dialect(db).name
     dialect: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(name)
     if dialect is not None:
         return dialect.insert(table).on_conflict_do_nothing(index_elements=key)
     if name == "mysql":
         return insert(table).prefix_with("IGNORE")
     raise NotImplementedError(f"delivery reports are stored on PostgreSQL, MySQL or SQLite, not {name}")
+
+
+def _dialect(db: Session | Connection) -> Any:
+    """The SQLAlchemy dialect of a session's database or a connection's."""
+    return db.dialect if isinstance(db, Connection) else db.get_bind().dialect
 
 
 Row = dict[str, Any]
@@ -125,10 +131,10 @@ def write_rows(
         )
 
 
-def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport]]) -> list[bool]:
-    """Add ``reports`` (connection id, report) in ``session``'s transaction, one statement where the
-    database returns what it inserted; for each, whether it is new (False: stored before, or earlier
-    in the list).
+def insert_reports(db: Session | Connection, reports: Sequence[tuple[str, DeliveryReport]]) -> list[bool]:
+    """Add ``reports`` (connection id, report) in the transaction of ``db`` (an ORM session or a Core
+    connection), one statement where the database returns what it inserted; for each, whether it is new
+    (False: stored before, or earlier in the list).
     """
     if not reports:
         return []
@@ -139,28 +145,44 @@ def insert_reports(session: Session, reports: Sequence[tuple[str, DeliveryReport
     first = {key: index for index, key in reversed(list(enumerate(keys)))}
     # In arrival order: ids follow it, and they break ties between reports of the same number and date.
     unique = [rows[index] for index in sorted(first.values())]
-    statement = _insert_ignoring_duplicates(session, delivery_report_table, ["conn_id", "digest"])
+    dialect = _dialect(db)
     # PostgreSQL, and SQLite with SQLAlchemy 2: the rows as parameters of one statement, which SQLAlchemy
     # compiles once (cached) and sends as one multi-row INSERT ... RETURNING.
-    if getattr(session.get_bind().dialect, "insert_executemany_returning", False):
-        columns = delivery_report_table.c
-        returning = statement.returning(columns.conn_id, columns.digest)
-        inserted = {tuple(row) for row in session.execute(returning, unique)}
+    if getattr(dialect, "insert_executemany_returning", False):
+        inserted = {tuple(row) for row in db.execute(_report_insert_returning(dialect.name, db), unique)}
     else:
         # One row at a time: a skipped duplicate counts no row.
+        statement = _insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"])
+        connection = db if isinstance(db, Connection) else db.connection()
         inserted = {
             (row["conn_id"], row["digest"])
             for row in unique
-            if session.connection().execute(statement.values(row)).rowcount
+            if connection.execute(statement.values(row)).rowcount
         }
     return [key in inserted and first[key] == index for index, key in enumerate(keys)]
 
 
-def ensure_flush_rows(session: Session, conn_ids: Iterable[str]) -> None:
+# One statement object per dialect: built once, its cache key computed once (SQLAlchemy memoizes it).
+_REPORT_INSERTS: dict[str, Any] = {}
+
+
+def _report_insert_returning(dialect_name: str, db: Session | Connection) -> Any:
+    """The reports' INSERT that skips duplicates and returns the keys it inserted (built once)."""
+    statement = _REPORT_INSERTS.get(dialect_name)
+    if statement is None:
+        columns = delivery_report_table.c
+        statement = _insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"]).returning(
+            columns.conn_id, columns.digest
+        )
+        _REPORT_INSERTS[dialect_name] = statement
+    return statement
+
+
+def ensure_flush_rows(db: Session | Connection, conn_ids: Iterable[str]) -> None:
     """Give each connection its flusher's row (the watermark, and what the flusher locks), if it has none."""
     rows = [{"conn_id": conn_id, "last_batch": 0, "reports": 0, "flushed_at": None} for conn_id in conn_ids]
     if rows:
-        session.execute(_insert_ignoring_duplicates(session, delivery_flush_table, ["conn_id"]).values(rows))
+        db.execute(_insert_ignoring_duplicates(db, delivery_flush_table, ["conn_id"]).values(rows))
 
 
 def campaign_summary(
