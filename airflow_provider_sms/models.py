@@ -160,8 +160,9 @@ class Recipient(SmsModel):
         characters.
     """
 
-    # Its errors' text shows no input (it holds a number); the number rule's own refusals mask it.
-    model_config = ConfigDict(hide_input_in_errors=True)
+    # Its errors' text shows no input (it holds a number); the number rule's own refusals mask it. An
+    # instance handed in is checked again: one built with model_construct or changed since skipped the rules.
+    model_config = ConfigDict(hide_input_in_errors=True, revalidate_instances="always")
 
     value: str
     gsmsmsid: str | None = None

@@ -119,9 +119,7 @@ def parse_recipients(
             if isinstance(item, str) and VALID_NUMBER.fullmatch(item):
                 prepared.append(item)
                 continue
-            if isinstance(item, Recipient):
-                recipient = item
-            elif isinstance(item, Mapping):
+            if isinstance(item, (Recipient, Mapping)):
                 recipient = Recipient.model_validate(item)
             else:
                 prepared.append(normalize_number(item))

@@ -137,6 +137,25 @@ def test_a_gsmsmsid_longer_than_a_message_id_is_refused_naming_the_field_and_the
     assert "message_id" in text
 
 
+def test_a_recipient_built_without_validation_is_checked_before_any_request() -> None:
+    unchecked = [
+        Recipient.model_construct(value="33612345678", gsmsmsid="g" * 129),
+        Recipient.model_construct(value="+33 6 12 34 56 79", gsmsmsid=None),
+    ]
+    changed = Recipient(value="33612345680", gsmsmsid="ok")
+    changed.value = "0612345680"  # a national number, set after the checks
+
+    with pytest.raises(SmsValidationError) as caught:
+        parse_recipients([*unchecked, changed])
+
+    text = str(caught.value)
+    assert "recipients[0]: gsmsmsid: 129 characters, more than the 128 allowed" in text
+    assert "recipients[2]" in text
+    assert "national number" in text
+    # The normalizable one is normalized, never sent with its '+'.
+    assert parse_recipients([unchecked[1]]) == ["33612345679"]
+
+
 def test_an_ipv4_mapped_caller_is_the_ipv4_address_it_is() -> None:
     settings = receiver_settings(
         {"dlr_webhook_id": "1", "dlr_allowed_callers": ["10.0.0.0/8", "::ffff:192.0.2.1"]}, conn_id="c"
