@@ -36,7 +36,11 @@ class Engine:
     connections' checkouts from the pool (each pinged)."""
 
     def __init__(self, path: Path) -> None:
-        self.engine = create_engine(f"sqlite:///{path}", pool_pre_ping=True)
+        # Shared by threads as Airflow's own SQLite engine is (its settings turn check_same_thread off:
+        # the API server's endpoints run in a thread pool); SQLAlchemy 1.4 leaves it on by default.
+        self.engine = create_engine(
+            f"sqlite:///{path}", pool_pre_ping=True, connect_args={"check_same_thread": False}
+        )
         self.reader = create_engine(f"sqlite:///{path}")  # the test's own reads: not counted
         metadata.create_all(self.engine)
         self.checkouts = 0
