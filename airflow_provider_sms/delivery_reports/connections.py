@@ -39,6 +39,8 @@ SIGNATURE_RECHECK_INTERVAL = 30.0
 # The names found not to receive reports that are kept (each CONNECTION_TTL): made-up names cost a
 # secrets-backend lookup once per TTL each, and no more memory than this many.
 REFUSED_NAMES_KEPT = 4096
+# How long the service is asked to wait before posting again a report the receiver could not take now.
+RETRY_AFTER_SECONDS = 30
 # The answer for every name that receives no reports, whatever the reason.
 NOT_RECEIVING = "no delivery reports are received under this name (the API server's log says why)"
 
@@ -69,6 +71,36 @@ def _lookup(conn_id: str) -> Any:
     from airflow.models.connection import Connection
 
     return Connection.get_connection_from_secrets(conn_id)
+
+
+def _stored_in_database(conn_id: str) -> bool:
+    """Whether Airflow's metadata database holds a connection ``conn_id``.
+
+    :raises Refusal: 503 when the database cannot be read (Airflow's lookup then says "not found": it
+        logs a backend's error and tries the next one).
+    """
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with create_session(scoped=False) as session:
+            return session.scalar(select(Connection.id).where(Connection.conn_id == conn_id)) is not None
+    except SQLAlchemyError as exc:
+        log.error("Delivery reports: connections cannot be read (the metadata database): %s", exc)
+        raise connections_unreadable() from None
+
+
+def connections_unreadable() -> Refusal:
+    """The 503 for a call whose connection cannot be read now: the same for every name (it tells nothing
+    about which connections exist), and not kept: the next call looks again."""
+    return Refusal(
+        503,
+        "the receiver cannot read its connections now (the metadata database is unreachable); "
+        "try again later",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 @dataclass
@@ -207,6 +239,15 @@ class Connections:
         try:
             conn = _lookup(conn_id)
         except AirflowNotFoundException:
+            # Not found, or a backend that could not be read: only the database's own word is a 404 (a
+            # report refused for an outage would not be posted again).
+            if _stored_in_database(conn_id):
+                log.error(
+                    "Delivery reports: connection %r is in the metadata database but could not be read "
+                    "(see the error above); calls are answered 503 until it can",
+                    conn_id,
+                )
+                raise connections_unreadable() from None
             log.warning("Delivery reports: calls for %r are refused: there is no such connection", conn_id)
             return None
         if conn.conn_type != "sms":

@@ -4,7 +4,8 @@
 handler, ``receive``, is these steps in this order; each of the first seven checks one thing and refuses the
 call, storing nothing, when it fails:
 
-1. ``check_connection``: an ``sms`` connection whose extra names the DLR webhook, else 404;
+1. ``check_connection``: an ``sms`` connection whose extra names the DLR webhook, else 404 (503 while
+   the connections cannot be read);
 2. ``check_caller``: the caller's address is allowed, else 404 (the same answer as for a name that
    receives nothing: a caller from elsewhere learns nothing about which connections exist);
 3. ``read_body``: the body is at most ``dlr_max_body`` bytes, else 413;
@@ -42,6 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from airflow_provider_sms import codec
 from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
+    RETRY_AFTER_SECONDS,
     Connections,
     ReceivingConnection,
     Refusal,
@@ -70,8 +72,6 @@ CampaignId = Annotated[int, Field(ge=1, le=CAMPAIGN_ID_MAX)]
 
 log = logging.getLogger(__name__)
 
-# How long the service is asked to wait before retrying a report the database could not take.
-RETRY_AFTER_SECONDS = 30
 MAX_CAMPAIGNS_PER_SUMMARY = 1000
 # How long _health trusts its last look at the tables: probes come often, and it must stay cheap.
 HEALTH_TTL = 5.0

@@ -27,6 +27,9 @@ from airflow_provider_sms.delivery_reports.connections import (
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.models import Webhook
 
+# The real check of the metadata database, before the fixture replaces it.
+STORED_IN_DATABASE = connections_module._stored_in_database
+
 
 def sms_connection(conn_id: str, token: str = "token-1", **extra: Any) -> Connection:
     return Connection(
@@ -68,6 +71,10 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> Secrets:
     fake = Secrets()
     monkeypatch.setattr(
         Connection, "get_connection_from_secrets", classmethod(lambda _cls, conn_id: fake.get(conn_id))
+    )
+    # The metadata database's own word on a name Airflow's lookup did not find: here, the same dict.
+    monkeypatch.setattr(
+        connections_module, "_stored_in_database", lambda conn_id: conn_id in fake.connections
     )
     return fake
 
@@ -205,6 +212,43 @@ def test_a_lookup_that_fails_is_not_kept_and_the_next_call_looks_again(
 
     assert connections.get("flaky").settings is not None
     assert connections._lookups == {}
+
+
+def test_a_metadata_database_that_cannot_be_read_is_503_for_every_name_and_nothing_is_kept(
+    secrets: Secrets, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Airflow's lookup logs a backend's error and says "not found": that must not become the 404 the
+    service would not post again."""
+    from airflow.utils import session as session_module
+    from sqlalchemy.exc import OperationalError
+
+    def unreachable(*_: Any, **__: Any) -> Any:
+        raise OperationalError("SELECT", {}, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(connections_module, "_stored_in_database", STORED_IN_DATABASE)  # the real check
+    monkeypatch.setattr(session_module, "create_session", unreachable)
+    connections = Connections()
+    # sms_default's lookup fails the way Airflow's does when the database is down: "not found".
+    del secrets.connections["sms_default"]
+
+    answers = [refusal_of(connections, name) for name in ("sms_default", "made_up", "sms_default")]
+
+    assert {(refused.status, refused.headers["Retry-After"]) for refused in answers} == {(503, "30")}
+    assert len({refused.detail for refused in answers}) == 1  # the same for every name
+    assert secrets.lookups == ["sms_default", "made_up", "sms_default"]  # not kept: looked up again
+    assert "connections cannot be read" in caplog.text
+
+
+def test_a_connection_the_database_holds_but_the_lookup_missed_is_503(
+    secrets: Secrets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A secrets backend before the database failed, or the database's read failed once: not a 404.
+    monkeypatch.setattr(connections_module, "_stored_in_database", lambda conn_id: True)
+    connections = Connections()
+
+    refused = refusal_of(connections, "nobody_here")
+
+    assert (refused.status, refused.headers) == (503, {"Retry-After": "30"})
 
 
 def test_the_signature_lives_five_minutes_across_connection_re_reads(
