@@ -4,7 +4,6 @@ what happens when the database drops it."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,20 +14,11 @@ from airflow_provider_sms.delivery_reports.connections import Refusal
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, ReportWriter
 from airflow_provider_sms.delivery_reports.receiver import store
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
-from airflow_provider_sms.models import DeliveryReport
+from tests.unit.test_group_commit import report
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-
-def report(index: int) -> DeliveryReport:
-    return DeliveryReport(
-        date=dt.datetime(2026, 11, 24, 10, tzinfo=dt.timezone.utc),
-        status=3,
-        destination=f"3360{index:07d}",
-        campaign_id=1,
-    )
 
 
 class Engine:
