@@ -15,12 +15,12 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:  # imported by pytest_plugins below, where its asserts are rewritten
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from tests.token_canary import TokenCanary
 
@@ -87,6 +87,21 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCa
     if result.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return home
+
+
+@pytest.fixture(scope="module")
+def metadata_db(airflow_home: Path) -> Iterator[Any]:
+    """This process's Airflow ORM on the session's migrated database; restored afterwards."""
+    from airflow import settings
+
+    previous = settings.SQL_ALCHEMY_CONN
+    settings.SQL_ALCHEMY_CONN = f"sqlite:///{airflow_home / 'airflow.db'}"
+    settings.configure_orm()
+    try:
+        yield settings
+    finally:
+        settings.SQL_ALCHEMY_CONN = previous
+        settings.configure_orm()
 
 
 @pytest.fixture

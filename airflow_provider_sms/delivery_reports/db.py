@@ -1,4 +1,5 @@
-"""Creates and migrates the delivery-report tables as part of ``airflow db migrate``. Not public API.
+"""Creates and migrates the provider's tables (the delivery reports' and the campaigns page's) as part
+of ``airflow db migrate``. Not public API.
 
 Airflow 3.2 and later find this manager through ``db-managers`` in the provider's info; Airflow 3.0
 and 3.1 run it only when ``[database] external_db_managers`` names it (see the "Delivery reports" page).
@@ -10,9 +11,13 @@ from pathlib import Path
 
 from airflow.utils.db_manager import BaseDBManager
 
+# The campaigns page's tables are on the same MetaData: importing them is what declares them.
+from airflow_provider_sms.campaigns import tables as _campaign_tables  # noqa: F401
 from airflow_provider_sms.delivery_reports.tables import metadata
 
 HERE = Path(__file__).parent
+# Every table of the provider (Airflow's own are never touched).
+TABLE_NAMES = tuple(metadata.tables)
 
 
 class SmsDeliveryReportsDBManager(BaseDBManager):

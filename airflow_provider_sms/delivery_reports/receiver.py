@@ -174,7 +174,9 @@ class TablesCheck:
         from airflow.utils.session import create_session
         from sqlalchemy import select
 
-        from airflow_provider_sms.delivery_reports.tables import metadata
+        from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
+
+        metadata = SmsDeliveryReportsDBManager.metadata
 
         try:
             with create_session(scoped=False) as session:
@@ -366,7 +368,8 @@ def group_commit_rows() -> int:
 def build_app(connections: Connections | None = None, *, group_commit: int | None = None) -> FastAPI:
     """The receiver's app, mounted by the plugin under ``/sms`` on the API server.
 
-    Its lifespan (which Airflow's API server runs for mounted apps) runs the flusher.
+    Its lifespan (which Airflow's API server runs for mounted apps) runs the flusher and the campaign
+    indexer (:mod:`airflow_provider_sms.campaigns.indexer`).
 
     :param connections: where connections are read (a fresh :class:`Connections` when None).
     :param group_commit: the most reports in one commit (``[sms] delivery_report_group_commit`` when None).
@@ -393,13 +396,20 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(flusher.run(), name="sms delivery-report flusher")
+        from airflow_provider_sms.campaigns.indexer import run_indexer
+
+        tasks = [
+            asyncio.create_task(flusher.run(), name="sms delivery-report flusher"),
+            asyncio.create_task(run_indexer(), name="sms campaign indexer"),
+        ]
         try:
             yield
         finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with suppress(asyncio.CancelledError):
+                    await task
             report_writer.close()
 
     app = FastAPI(

@@ -124,5 +124,3 @@ delivery_refusal_table = Table(
     Column("last_at", Timestamp, nullable=False),
     Column("last_detail", String(500), nullable=False),
 )
-
-TABLE_NAMES = tuple(metadata.tables)

@@ -265,6 +265,34 @@ class SmsSendBaseOperator(SmsBaseOperator):
         url = check_receiver(ReceiverAccess.of(self.hook), names)
         self.log.info("The delivery-report wait %s can work: the receiver at %s answers", names, url)
 
+    def push_record(
+        self,
+        context: Context,
+        campaign: Campaign,
+        guard: SendGuard,
+        result: dict[str, Any] | None,
+        max_cost: float | None,
+    ) -> None:
+        """Push the campaign record (XCom ``sms_campaign``, for the campaigns page) when anything may have
+        gone out, whether the send finished or failed. Never raises: the send's own outcome is what the
+        task must show."""
+        from airflow_provider_sms.campaigns.record import RECORD_KEY, record_of
+
+        try:
+            record = record_of(
+                campaign, guard, operator=type(self).__name__, result=result, max_cost=max_cost
+            )
+            if record is not None:
+                context["ti"].xcom_push(key=RECORD_KEY, value=record.xcom_value())
+        except Exception as exc:
+            self.log.warning(
+                "The campaign record (XCom %r) could not be pushed: %s; the campaigns page will not list "
+                "this campaign (the send guard, Airflow Variable %r, still records it)",
+                RECORD_KEY,
+                exc,
+                guard.key,
+            )
+
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
         from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign, task_errors
@@ -281,15 +309,19 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 given=self.gates_given,
             )
             campaign = self.prepare_campaign()
-            result = send_campaign(
-                campaign,
-                guard,
-                gates,
-                on_cost_exceeded=self.on_cost_exceeded,
-                on_duplicate=self.on_duplicate,
-                allow_resend=self.allow_resend,
-                log=self.log,
-            )
+            result = None
+            try:
+                result = send_campaign(
+                    campaign,
+                    guard,
+                    gates,
+                    on_cost_exceeded=self.on_cost_exceeded,
+                    on_duplicate=self.on_duplicate,
+                    allow_resend=self.allow_resend,
+                    log=self.log,
+                )
+            finally:
+                self.push_record(context, campaign, guard, result, gates["max_cost"])
         if self.do_xcom_push:
             # Under its own key too: `send.output["ticket"]` pulls the XCom key "ticket", so that an
             # XComArg can feed SmsNpaiSensor(campaign_id=...) directly.

@@ -43,7 +43,6 @@ from tests.task_instance import FakeTaskInstance
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 pytestmark = pytest.mark.integration
 
@@ -63,21 +62,6 @@ def report(
         "country_code": "FR",
         **fields,
     }
-
-
-@pytest.fixture(scope="module")
-def metadata_db(airflow_home: Path) -> Iterator[Any]:
-    """This process's Airflow ORM on the session's migrated database; restored afterwards."""
-    from airflow import settings
-
-    previous = settings.SQL_ALCHEMY_CONN
-    settings.SQL_ALCHEMY_CONN = f"sqlite:///{airflow_home / 'airflow.db'}"
-    settings.configure_orm()
-    try:
-        yield settings
-    finally:
-        settings.SQL_ALCHEMY_CONN = previous
-        settings.configure_orm()
 
 
 def stored(metadata_db: Any, campaign_id: int | None = None) -> int:

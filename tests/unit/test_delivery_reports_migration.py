@@ -14,8 +14,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
-from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
-from airflow_provider_sms.delivery_reports.tables import TABLE_NAMES, metadata
+from airflow_provider_sms.delivery_reports.db import TABLE_NAMES, SmsDeliveryReportsDBManager
+from airflow_provider_sms.delivery_reports.tables import metadata
 
 if TYPE_CHECKING:
     from pathlib import Path

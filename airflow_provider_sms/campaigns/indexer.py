@@ -1,0 +1,229 @@
+"""The campaign indexer: copies the send tasks' campaign records (XCom ``sms_campaign``) into the
+provider's ``sms_campaign`` table. Runs in each API server, beside the delivery-report flusher. Not
+public API.
+
+Workers cannot write the metadata database; they push the record through Airflow's own XCom, which the
+API server stores. The indexer reads those rows in time order from where it stopped (``idx_xcom_key``
+finds them among the other XComs), so a campaign shows on the page seconds after its task pushed it,
+and stays there when Airflow clears the task's XComs (a retry, a cleared task, ``airflow db clean``).
+A row committed late, with a time the indexer had already passed, is caught by reading again the
+:data:`LOOKBACK` before where it stopped; a row already copied is not written again. One API server at
+a time indexes (the lock on the indexer's row); the others skip that look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pydantic import ValidationError
+from sqlalchemy import delete, insert, select, tuple_, update
+from starlette.concurrency import run_in_threadpool
+
+from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord
+from airflow_provider_sms.campaigns.tables import (
+    campaign_indexer_table,
+    campaign_table,
+    campaign_ticket_table,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqlalchemy.orm import Session
+
+log = logging.getLogger(__name__)
+
+# The indexer's row in sms_campaign_indexer.
+INDEXER = "xcom"
+# How far before where it stopped the indexer reads again, for rows committed after later ones.
+LOOKBACK = timedelta(minutes=2)
+# The most new rows one look copies (a first look on a database with many records takes several).
+PAGE = 500
+# How often the indexer looks; after a failure it waits longer, doubling up to the maximum.
+EVERY, MAX_BACKOFF = 5.0, 60.0
+START = datetime(1970, 1, 2, tzinfo=timezone.utc)
+
+
+class TaskKey(NamedTuple):
+    """A campaign's place in Airflow: its task instance, and when its first batch was posted."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    sent_at: datetime
+
+
+def index_records(session: Session) -> int:
+    """Copy the records pushed since the last look (in ``session``'s transaction; the caller commits).
+
+    :return: how many campaigns were added or brought up to date; 0 when another server holds the lock.
+    """
+    from airflow.models.xcom import XComModel
+
+    cursor = _lock(session)
+    if cursor is None:
+        return 0
+    xcom = XComModel.__table__.c
+    columns = (xcom.dag_id, xcom.run_id, xcom.task_id, xcom.map_index, xcom.value, xcom.timestamp)
+    late = session.execute(
+        select(*columns).where(
+            xcom.key == RECORD_KEY, xcom.timestamp >= cursor - LOOKBACK, xcom.timestamp <= cursor
+        )
+    ).all()
+    new = session.execute(
+        select(*columns)
+        .where(xcom.key == RECORD_KEY, xcom.timestamp > cursor)
+        .order_by(xcom.timestamp)
+        .limit(PAGE)
+    ).all()
+    written = _copy(session, [*late, *new])
+    if new:
+        session.execute(
+            update(campaign_indexer_table)
+            .where(campaign_indexer_table.c.name == INDEXER)
+            .values(read_until=new[-1].timestamp)
+        )
+    return written
+
+
+def _lock(session: Session) -> datetime | None:
+    """Where the last look stopped, the indexer's row locked for this transaction; None when another
+    server holds it. The row is made on the first look."""
+    table = campaign_indexer_table.c
+    if session.get_bind().dialect.name == "sqlite":
+        # No row locks on SQLite: writing first takes the database's write lock.
+        session.execute(
+            update(campaign_indexer_table).where(table.name == INDEXER).values(read_until=table.read_until)
+        )
+    found = session.execute(
+        select(table.read_until).where(table.name == INDEXER).with_for_update(skip_locked=True)
+    ).one_or_none()
+    if found is not None:
+        read_until: datetime = found.read_until
+        return read_until
+    if session.execute(select(table.name).where(table.name == INDEXER)).one_or_none() is not None:
+        return None  # locked by another server
+    # The first look: two servers making the row at once fail one insert; that one tries next look.
+    session.execute(insert(campaign_indexer_table).values(name=INDEXER, read_until=START))
+    return START
+
+
+def _copy(session: Session, rows: Sequence[Any]) -> int:
+    """Add or update the campaigns of ``rows`` (XCom rows), skipping those already copied."""
+    records: dict[TaskKey, tuple[CampaignRecord, datetime]] = {}
+    for row in rows:
+        record = _record(row)
+        if record is None:
+            continue
+        key = TaskKey(row.dag_id, row.run_id, row.task_id, row.map_index, record.sent_at)
+        if key not in records or records[key][1] < row.timestamp:
+            records[key] = (record, row.timestamp)
+    if not records:
+        return 0
+    table = campaign_table.c
+    held = {
+        TaskKey(found.dag_id, found.run_id, found.task_id, found.map_index, found.sent_at): found
+        for found in session.execute(
+            select(
+                table.id,
+                table.dag_id,
+                table.run_id,
+                table.task_id,
+                table.map_index,
+                table.sent_at,
+                table.recorded_at,
+            ).where(
+                tuple_(table.dag_id, table.run_id, table.task_id, table.map_index).in_(
+                    sorted({key[:4] for key in records})
+                )
+            )
+        )
+    }
+    written = 0
+    for key, (record, recorded_at) in records.items():
+        values = {
+            "conn_id": record.conn_id,
+            "outcome": record.outcome,
+            "recorded_at": recorded_at,
+            "record": record.xcom_value(),
+        }
+        found = held.get(key)
+        if found is None:
+            inserted = session.execute(insert(campaign_table).values({**key._asdict(), **values}))
+            row_id = inserted.inserted_primary_key[0]  # type: ignore[attr-defined]
+        elif found.recorded_at < recorded_at:
+            row_id = found.id
+            session.execute(update(campaign_table).where(table.id == row_id).values(values))
+            session.execute(
+                delete(campaign_ticket_table).where(campaign_ticket_table.c.campaign_row == row_id)
+            )
+        else:
+            continue
+        if record.tickets:
+            session.execute(
+                insert(campaign_ticket_table),
+                [
+                    {"campaign_row": row_id, "conn_id": record.conn_id, "campaign_id": ticket}
+                    for ticket in sorted(set(record.tickets))
+                ],
+            )
+        written += 1
+    return written
+
+
+def _record(row: Any) -> CampaignRecord | None:
+    """The record an XCom row holds, or None (logged) when it is not one this provider can read."""
+    value = row.value
+    try:
+        # The SDK stores JSON types as they are; Airflow's older path stores a JSON string.
+        if isinstance(value, (str, bytes)):
+            value = json.loads(value)
+        return CampaignRecord.model_validate(value)
+    except (ValueError, ValidationError) as exc:
+        log.warning(
+            "Campaigns: the XCom %r of %s / %s / %s (map index %s) is not a campaign record this provider "
+            "can read, left out of the campaigns page: %s",
+            RECORD_KEY,
+            row.dag_id,
+            row.run_id,
+            row.task_id,
+            row.map_index,
+            str(exc).splitlines()[0],
+        )
+        return None
+
+
+def index_once() -> int:
+    """One look, in its own transaction (blocking: run it in a thread)."""
+    from airflow.utils.session import create_session
+
+    with create_session(scoped=False) as session:
+        return index_records(session)
+
+
+async def run_indexer() -> None:
+    """Look every :data:`EVERY` seconds until cancelled; a failure is logged once per streak."""
+    backoff = 0.0
+    while True:
+        try:
+            written = await run_in_threadpool(index_once)
+        except Exception:
+            if not backoff:
+                log.exception(
+                    "The campaign indexer cannot read or write its tables (is the database up, and migrated "
+                    "with `airflow db migrate`?); trying again, quietly until it works"
+                )
+            backoff = min(max(backoff * 2, EVERY), MAX_BACKOFF)
+        else:
+            if backoff:
+                log.info("The campaign indexer works again")
+            backoff = 0.0
+            if written:
+                log.info("Campaigns: %d campaign record(s) added or brought up to date", written)
+                continue  # more may be waiting (a first look pages through)
+        await asyncio.sleep(backoff or EVERY)

@@ -1,0 +1,158 @@
+"""The campaign record: what a send task instance leaves for the campaigns page, in XCom.
+
+The send operators push it under the XCom key :data:`RECORD_KEY` whenever anything may have gone out:
+after a send, and when the task fails with batches sent or of unknown outcome. Workers cannot write the
+metadata database; the API server's indexer (:mod:`.indexer`) copies each record into the provider's
+table. No phone number is in it: the record says how many, never which.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from airflow_provider_sms.models import (
+    CAMPAIGN_ID_MAX,
+    FILTER_FIELDS,
+    REPORT_DATE_MAX,
+    REPORT_DATE_MIN,
+    PushType,
+)
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Mapping
+
+    from airflow_provider_sms.operators._campaign_run import Campaign
+    from airflow_provider_sms.operators._send_guard import SendGuard
+
+# The XCom key of the record (the return value stays the DAG's own).
+RECORD_KEY = "sms_campaign"
+# A connection id as Airflow stores it (connection.conn_id).
+CONN_ID_MAX_LENGTH = 250
+# The most batches one record lists (a campaign of 10,000 batches is 100 million numbers).
+MAX_BATCHES = 10_000
+
+Outcome = Literal["sent", "partly_sent", "maybe_sent"]
+Instant = AwareDatetime
+Count = int
+
+
+class SendWindowMove(BaseModel):
+    """The send window moved a marketing campaign: the time asked for, the time it goes out, why."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    requested: str = Field(max_length=64)
+    moved_to: str = Field(max_length=64)
+    reason: str = Field(max_length=500)
+
+
+class CampaignRecord(BaseModel):
+    """One send task instance's campaign, as the campaigns page lists it.
+
+    :param conn_id: the connection it was sent with.
+    :param operator: the operator's class name.
+    :param outcome: ``sent`` (every batch), ``partly_sent`` (the task failed after some batches were
+        sent; the others certainly were not) or ``maybe_sent`` (a batch's outcome is unknown).
+    :param pushtype: ``alert`` or ``marketing``; None when the message did not say (the service's
+        default applies).
+    :param lists: the stored lists it went to; None when it went to numbers.
+    :param tickets: the service's campaign id of each batch sent (delivery reports carry them).
+    :param batches: how many batches the campaign has; ``unknown_batches`` lists those (1-based)
+        whose outcome is unknown.
+    :param sent_at: when the first batch was posted.
+    :param delivery_at: when the SMS go out (the delay, after the send window; else ``sent_at``).
+    :param send_window: what the send window changed of the delay, if it did.
+    :param total: numbers given; ``sent`` numbers the service accepted; ``filtered`` by reason.
+    :param cost: credits spent; ``credits`` left after it.
+    :param max_cost: the cost gate, when one was set.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    version: Literal[1] = 1
+    conn_id: str = Field(min_length=1, max_length=CONN_ID_MAX_LENGTH)
+    operator: str = Field(min_length=1, max_length=100)
+    outcome: Outcome
+    pushtype: PushType | None = None
+    lists: list[int] | None = Field(default=None, max_length=MAX_BATCHES)
+    tickets: list[int] = Field(max_length=MAX_BATCHES)
+    batches: int = Field(ge=1, le=MAX_BATCHES)
+    unknown_batches: list[int] = Field(default_factory=list, max_length=MAX_BATCHES)
+    sent_at: Instant = Field(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)
+    delivery_at: Instant = Field(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)
+    send_window: SendWindowMove | None = None
+    total: Count = Field(ge=0, le=CAMPAIGN_ID_MAX)
+    sent: Count = Field(ge=0, le=CAMPAIGN_ID_MAX)
+    filtered: dict[Literal[FILTER_FIELDS], Count] = Field(default_factory=dict)  # type: ignore[valid-type]
+    cost: Count = Field(ge=0, le=CAMPAIGN_ID_MAX)
+    credits: int = Field(ge=-CAMPAIGN_ID_MAX, le=CAMPAIGN_ID_MAX)
+    max_cost: float | None = Field(default=None, ge=0)
+
+    def xcom_value(self) -> dict[str, Any]:
+        """The record as pushed: JSON types only, so that the API server reads it without Airflow's serde."""
+        return self.model_dump(mode="json", exclude_defaults=False)
+
+
+def record_of(
+    campaign: Campaign,
+    guard: SendGuard,
+    *,
+    operator: str,
+    result: Mapping[str, Any] | None,
+    max_cost: float | None,
+) -> CampaignRecord | None:
+    """The record of what ``guard`` says was sent (and of ``result``, the send's return value, when the
+    send finished); None when nothing may have gone out.
+
+    :param campaign: the campaign the task ran.
+    :param guard: the task instance's send guard, as the send left it.
+    :param operator: the operator's class name.
+    :param result: the operator's return value, when the send finished.
+    :param max_cost: the cost gate, as rendered.
+    """
+    from airflow_provider_sms.delay import parse_instant
+    from airflow_provider_sms.operators._recipient_batches import combine
+
+    if not guard.batches:
+        return None
+    sent = {index: batch.campaign_result() for index, batch in guard.batches.items() if batch.state == "sent"}
+    unknown = sorted(index + 1 for index, batch in guard.batches.items() if batch.state == "sending")
+    sent_at = min(parse_instant(batch.started, field="started") for batch in guard.batches.values()).in_tz(
+        "UTC"
+    )
+    if result is not None:
+        figures: Mapping[str, Any] = result
+        delivery_at: dt.datetime = parse_instant(result["delivery_at"], field="delivery_at")
+    else:
+        results = [sent[index] for index in sorted(sent)]
+        figures = combine(results) if results else {"total": 0, "sent": 0, "cost": 0, "credits": 0}
+        delay = campaign.message.delay
+        delivery_at = parse_instant(delay) if delay else sent_at
+    if unknown:
+        outcome: Outcome = "maybe_sent"
+    elif len(sent) < campaign.plan.batches:
+        outcome = "partly_sent"
+    else:
+        outcome = "sent"
+    return CampaignRecord(
+        conn_id=campaign.hook.sms_conn_id,
+        operator=operator,
+        outcome=outcome,
+        pushtype=campaign.message.pushtype,
+        lists=[ref.value for ref in campaign.lists] if campaign.lists is not None else None,
+        tickets=[int(sent[index].ticket or 0) for index in sorted(sent)],
+        batches=campaign.plan.batches,
+        unknown_batches=unknown,
+        sent_at=sent_at,
+        delivery_at=delivery_at,
+        send_window=SendWindowMove.model_validate(campaign.moved) if campaign.moved else None,
+        total=figures.get("total", 0),
+        sent=figures.get("sent", 0),
+        filtered={name: figures[name] for name in FILTER_FIELDS if figures.get(name)},
+        cost=figures.get("cost", 0),
+        credits=figures.get("credits", 0),
+        max_cost=max_cost,
+    )

@@ -1,0 +1,88 @@
+"""Campaign records on real Airflow: a send task's XCom record reaches the campaigns table.
+
+``airflow dags test`` runs send tasks against the sandbox (a campaign sent, one whose answer cannot be
+trusted); the indexer then runs in this process, on the same metadata database, as it runs in the API
+server, and copies the records: the tickets are the sandbox's campaigns, nothing is copied twice, and a
+record stays when Airflow clears the task's XComs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from airflow_provider_sms.campaigns.indexer import index_once
+from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
+
+pytestmark = [pytest.mark.integration, pytest.mark.dags]
+
+DAGS = Path(__file__).parent
+REMINDER = DAGS / "campaign_dags" / "sms_daily_reminder.py"
+RETRIES = DAGS / "fault_dags" / "sms_send_with_retries.py"
+
+
+def latest_run(airflow_home: Path, dag_id: str) -> str:
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        (run_id,) = db.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+        ).fetchone()
+    return str(run_id)
+
+
+def campaigns_of(dag_id: str, run_id: str) -> list[Any]:
+    from airflow.utils.session import create_session
+
+    with create_session(scoped=False) as session:
+        rows = session.execute(
+            select(campaign_table).where(campaign_table.c.dag_id == dag_id, campaign_table.c.run_id == run_id)
+        ).all()
+        tickets = {
+            row.id: sorted(
+                session.scalars(
+                    select(campaign_ticket_table.c.campaign_id).where(
+                        campaign_ticket_table.c.campaign_row == row.id
+                    )
+                )
+            )
+            for row in rows
+        }
+    return [(row, tickets[row.id]) for row in rows]
+
+
+def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, metadata_db: Any
+) -> None:
+    env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
+    run_dag_test(REMINDER, "sms_daily_reminder", env, logical_date="2031-03-03T08:00:00+00:00")
+    sms_sandbox.inspect.set_faults(maybe_sent=1, endpoints=["/send"])
+    run_dag_test(RETRIES, "sms_send_with_retries", env)
+    reminder_run = latest_run(airflow_home, "sms_daily_reminder")
+    retries_run = latest_run(airflow_home, "sms_send_with_retries")
+
+    # The first look may page through other tests' records; it ends when nothing is left to copy.
+    while index_once():
+        pass
+
+    ((sent, tickets),) = campaigns_of("sms_daily_reminder", reminder_run)
+    (created,) = [c for c in sms_sandbox.inspect.campaigns() if "Reminder" in c["text"]]
+    assert (sent.task_id, sent.map_index, sent.outcome, sent.conn_id) == ("send", -1, "sent", "sms_default")
+    assert tickets == [int(created["ticket"])]
+    assert sent.record["tickets"] == tickets
+    assert sent.record["sent"] == 3
+    assert sent.record["delivery_at"].startswith("2031-03-04T10:00:00")
+
+    ((maybe, maybe_tickets),) = campaigns_of("sms_send_with_retries", retries_run)
+    assert (maybe.outcome, maybe_tickets, maybe.record["unknown_batches"]) == ("maybe_sent", [], [1])
+
+    # Nothing new: nothing written. Airflow clears the XComs (a cleared task): the campaigns stay.
+    assert index_once() == 0
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        db.execute(
+            "DELETE FROM xcom WHERE key = 'sms_campaign' AND run_id IN (?, ?)", (reminder_run, retries_run)
+        )
+    assert index_once() == 0
+    assert [row.id for row, _ in campaigns_of("sms_daily_reminder", reminder_run)] == [sent.id]
