@@ -64,7 +64,7 @@ def read_counts(
         {
             row.campaign_id
             for row in rows
-            if row.first_received_at < since or row.first_reported_at < since - REPORT_CLOCK_SKEW
+            if reported_before(row.first_received_at, row.first_reported_at, since)
         }
         if since is not None
         else set()
@@ -73,6 +73,12 @@ def read_counts(
         if row.campaign_id not in reused:
             into[int(row.status)] += int(row.messages)
     return reused
+
+
+def reported_before(first_received_at: datetime, first_reported_at: datetime, since: datetime) -> bool:
+    """Whether a campaign id's first report came before ``since`` (arrived before it, or dated more than
+    :data:`REPORT_CLOCK_SKEW` before it): then its kept counts may hold an earlier campaign's reports."""
+    return first_received_at < since or first_reported_at < since - REPORT_CLOCK_SKEW
 
 
 def _qualifies(since: datetime) -> ColumnElement[bool]:

@@ -41,6 +41,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
+from airflow_provider_sms.campaigns.api import router as campaigns_router
 from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
     RETRY_AFTER_SECONDS,
@@ -421,6 +423,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         lifespan=lifespan,
     )
     app.state.flusher = flusher
+    app.include_router(campaigns_router, prefix=CAMPAIGNS_API_PREFIX)
 
     @app.get("/delivery-reports/_health")
     async def health() -> Response:

@@ -1,0 +1,87 @@
+"""Who may see what on the campaigns page and its JSON API: Airflow's login and auth manager. Not
+public API.
+
+Airflow does not authenticate a plugin's routes: each checks the caller here. The token is the one
+Airflow's UI holds: the ``Authorization: Bearer`` header (Airflow 3.0 and 3.1.0 keep it in the page and
+send it so), else the ``_token`` cookie (the UI from 3.1.1). No valid token is 401. A user sees the
+campaigns of the DAGs the auth manager lets them read; telephone numbers are personal data, shown in
+full only to users who may edit the DAG that sent them (``PUT`` on the DAG, as Airflow's own "editable
+DAGs" filter asks), masked for the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_provider_sms.delivery_reports.connections import Refusal
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from fastapi import Request
+
+# The cookie Airflow's UI keeps the token in (from 3.1.1).
+TOKEN_COOKIE = "_token"
+NOT_AUTHENTICATED = (
+    "log in to Airflow: this API takes the Airflow UI's token (bearer header or _token cookie)"
+)
+
+
+@dataclass
+class Viewer:
+    """A logged-in user and what the auth manager lets them do with the DAGs asked about.
+
+    :param user: Airflow's user object.
+    :param name: the user's name, for logs.
+    """
+
+    user: Any
+    name: str
+    _readable: dict[str, bool] = field(default_factory=dict)
+    _editable: dict[str, bool] = field(default_factory=dict)
+
+    def readable(self, dag_ids: Collection[str]) -> set[str]:
+        """Those of ``dag_ids`` the user may read (the auth manager asked once per DAG and request)."""
+        self._ask(dag_ids, "GET", self._readable)
+        return {dag_id for dag_id in dag_ids if self._readable[dag_id]}
+
+    def may_edit(self, dag_id: str) -> bool:
+        """Whether the user may edit ``dag_id``: then they see its campaigns' numbers in full."""
+        self._ask([dag_id], "PUT", self._editable)
+        return self._editable[dag_id]
+
+    def _ask(self, dag_ids: Collection[str], method: Literal["GET", "PUT"], known: dict[str, bool]) -> None:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        unknown = {dag_id for dag_id in dag_ids if dag_id not in known}
+        if not unknown:
+            return
+        allowed = get_auth_manager().filter_authorized_dag_ids(dag_ids=unknown, user=self.user, method=method)
+        known.update({dag_id: dag_id in allowed for dag_id in unknown})
+
+
+def token_of(request: Request) -> str | None:
+    """The caller's token: the bearer header first (an explicit header wins, as in Airflow), else cookie."""
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.cookies.get(TOKEN_COOKIE) or None
+
+
+async def viewer_of(request: Request) -> Viewer:
+    """The logged-in caller; 401 without a valid token (missing, expired, revoked or forged)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from jwt import InvalidTokenError
+
+    token = token_of(request)
+    if token is None:
+        raise Refusal(401, NOT_AUTHENTICATED, reason="no token", headers={"WWW-Authenticate": "Bearer"})
+    try:
+        user = await get_auth_manager().get_user_from_token(token)
+    except InvalidTokenError as exc:  # expired ones too (ExpiredSignatureError is one)
+        raise Refusal(
+            401, NOT_AUTHENTICATED, reason=f"token refused: {exc}", headers={"WWW-Authenticate": "Bearer"}
+        ) from None
+    return Viewer(user=user, name=str(user.get_name()))

@@ -1,0 +1,164 @@
+"""The campaigns JSON API, version 1, served by the provider's app on the API server under
+``/sms/campaigns/api/v1``. Not public API (the routes and answers are: see the Campaigns page).
+
+- ``GET /campaigns``: a page of campaigns, newest first; filters ``conn_id``, ``dag_id``, ``since``,
+  ``until``; ``limit`` and ``before`` page.
+- ``GET /campaigns/{id}``: one campaign, its failures by status and by country, the first page of its
+  failed numbers.
+
+Every route needs Airflow's login (:mod:`.access`): 401 without it; a campaign of a DAG the user may
+not read is 404, as one that does not exist; numbers are masked for users who may not edit its DAG.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+from pydantic import AwareDatetime
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+
+from airflow_provider_sms.campaigns import queries
+from airflow_provider_sms.campaigns.access import Viewer, viewer_of
+from airflow_provider_sms.campaigns.resources import CampaignDetail, FailedNumbers
+from airflow_provider_sms.delivery_reports.connections import RETRY_AFTER_SECONDS, Refusal
+from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
+from airflow_provider_sms.phone_numbers import mask_number
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+API_PREFIX = "/campaigns/api/v1"
+# Failed numbers on the campaign's page (the JSON API pages them; the CSV has them all).
+FAILED_ON_PAGE = 100
+NOT_FOUND = "no such campaign, or not one of a DAG you may read"
+
+CampaignPath = Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)]
+Instant = Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)]
+
+router = APIRouter()
+
+
+async def read(work: Callable[..., T], *args: Any) -> T:
+    """Run ``work(session, *args)`` in a thread; a database that cannot be read is 503 with Retry-After."""
+    from airflow.utils.session import create_session
+
+    def in_session() -> T:
+        with create_session(scoped=False) as session:
+            return work(session, *args)
+
+    try:
+        return await run_in_threadpool(in_session)
+    except SQLAlchemyError:
+        raise Refusal(
+            503,
+            "the campaigns cannot be read now (the database is unreachable or busy, or not migrated with "
+            "`airflow db migrate`); try again later",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None
+
+
+def readable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
+    """The campaign's row; 404 when there is none or its DAG is not one the user may read."""
+    row = queries.campaign_row(session, campaign)
+    if row is None or not viewer.readable([row.dag_id]):
+        raise Refusal(404, NOT_FOUND)
+    return row
+
+
+@router.get("/campaigns")
+async def list_campaigns(
+    request: Request,
+    conn_id: Annotated[str | None, Query(max_length=250)] = None,
+    dag_id: Annotated[str | None, Query(max_length=250)] = None,
+    since: Instant = None,
+    until: Instant = None,
+    before: Annotated[int | None, Query(ge=1, le=CAMPAIGN_ID_MAX)] = None,
+    limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
+) -> Response:
+    viewer = await viewer_of(request)
+
+    def page(session: Any) -> bytes:
+        readable = viewer.readable(queries.dag_ids_with_campaigns(session))
+        found = queries.campaign_page(
+            session,
+            readable,
+            conn_id=conn_id,
+            dag_id=dag_id,
+            since=since,
+            until=until,
+            before=before,
+            limit=limit,
+        )
+        return found.model_dump_json().encode()
+
+    return Response(await read(page), media_type="application/json")
+
+
+def failed_page(
+    session: Any, row: Any, viewer: Viewer, after: str | None, limit: int
+) -> tuple[Any, FailedNumbers]:
+    """The campaign's summary since its send with one page of failed numbers, masked unless the user
+    may edit the DAG."""
+    from airflow_provider_sms.delivery_reports.store import campaign_summary
+
+    tickets = row.record["tickets"]
+    summary = campaign_summary(
+        session,
+        row.conn_id,
+        tickets,
+        since=row.sent_at,
+        with_failed=bool(tickets),
+        failed_after=after,
+        failed_limit=limit,
+    )
+    show = viewer.may_edit(row.dag_id)
+    numbers = summary.failed or []
+    # The next page starts after a number: a masked page has none to give (its "more" says there is one).
+    return summary, FailedNumbers(
+        numbers=numbers if show else [mask_number(number) for number in numbers],
+        masked=not show,
+        next=summary.failed_next if show else None,
+        more=summary.failed_next is not None,
+    )
+
+
+@router.get("/campaigns/{campaign}")
+async def get_campaign(campaign: CampaignPath, request: Request) -> Response:
+    viewer = await viewer_of(request)
+
+    def detail(session: Any) -> bytes:
+        from collections import Counter
+
+        from airflow_provider_sms.models import (
+            DELIVERED_STATUSES,
+            DELIVERY_STATUSES,
+            PENDING_DELIVERY_STATUSES,
+        )
+
+        row = readable_campaign(session, viewer, campaign)
+        summary, failed = failed_page(session, row, viewer, None, FAILED_ON_PAGE)
+        codes = {name: status for status, name in DELIVERY_STATUSES.items()}
+        statuses = Counter({codes.get(name, -1): count for name, count in summary.by_status.items()})
+        tickets = row.record["tickets"]
+        return (
+            CampaignDetail(
+                campaign=queries.campaign_of(row, statuses, summary.left_out),
+                failed_by_status={
+                    name: count
+                    for name, count in summary.by_status.items()
+                    if codes.get(name) not in DELIVERED_STATUSES | PENDING_DELIVERY_STATUSES
+                },
+                failed_by_country=queries.failed_by_country(session, row.conn_id, tickets) if tickets else {},
+                failed=failed,
+            )
+            .model_dump_json()
+            .encode()
+        )
+
+    return Response(await read(detail), media_type="application/json")

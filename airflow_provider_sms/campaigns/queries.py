@@ -1,0 +1,184 @@
+"""Reading the campaigns for the JSON API: a page of the list, one campaign, its failed numbers. Not
+public API.
+
+A page is read from ``sms_campaign`` newest first (``idx_sms_campaign_sent``), limited to the DAGs the
+user may read; the delivery of its campaigns from the counts the flusher keeps, in one statement for
+the page, counted from each campaign's send (a campaign id the service reused is counted from its
+reports since the send, as the delivery wait counts it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, distinct, func, or_, select
+
+from airflow_provider_sms.campaigns.record import CampaignRecord
+from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery
+from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
+from airflow_provider_sms.delivery_reports.counted_since import count_since, reported_before
+from airflow_provider_sms.delivery_reports.tables import (
+    delivery_campaign_table,
+    delivery_count_table,
+    delivery_message_table,
+)
+from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+    from datetime import datetime
+
+    from sqlalchemy import ColumnElement
+    from sqlalchemy.orm import Session
+
+# Campaigns per page: the most, and when the caller does not say.
+MAX_PAGE, DEFAULT_PAGE = 200, 50
+
+
+def dag_ids_with_campaigns(session: Session) -> set[str]:
+    """The DAGs that sent campaigns (what the auth manager is asked about)."""
+    return set(session.scalars(select(distinct(campaign_table.c.dag_id))))
+
+
+def campaign_page(
+    session: Session,
+    readable: Collection[str],
+    *,
+    conn_id: str | None = None,
+    dag_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    before: int | None = None,
+    limit: int = DEFAULT_PAGE,
+) -> CampaignPage:
+    """A page of the campaigns of the ``readable`` DAGs, newest first.
+
+    :param since: sent at or after; ``until``: sent before.
+    :param before: the page starts after this campaign (the previous page's ``next``).
+    """
+    table = campaign_table.c
+    conditions: list[ColumnElement[bool]] = [table.dag_id.in_(sorted(readable))]
+    if conn_id is not None:
+        conditions.append(table.conn_id == conn_id)
+    if dag_id is not None:
+        conditions.append(table.dag_id == dag_id)
+    if since is not None:
+        conditions.append(table.sent_at >= since)
+    if until is not None:
+        conditions.append(table.sent_at < until)
+    if before is not None:
+        start = session.execute(select(table.sent_at, table.id).where(table.id == before)).one_or_none()
+        if start is not None:
+            conditions.append(
+                or_(table.sent_at < start.sent_at, and_(table.sent_at == start.sent_at, table.id < start.id))
+            )
+    rows = session.execute(
+        select(campaign_table)
+        .where(*conditions)
+        .order_by(table.sent_at.desc(), table.id.desc())
+        .limit(limit + 1)
+    ).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    deliveries = page_delivery(session, rows)
+    return CampaignPage(
+        campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
+        next=str(rows[-1].id) if more else None,
+    )
+
+
+def campaign_row(session: Session, campaign: int) -> Any:
+    """The row of campaign ``campaign`` (its id on the page), or None."""
+    return session.execute(select(campaign_table).where(campaign_table.c.id == campaign)).one_or_none()
+
+
+def page_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[int]]:
+    """Messages by status of each campaign of ``rows``, counted from its send: one statement for the
+    kept counts of every ticket of the page; a ticket with reports from before its send (a reused id)
+    is counted from its reports since the send instead."""
+    if not rows:
+        return {}
+    tickets = campaign_ticket_table.c
+    counts = delivery_count_table.c
+    campaigns = delivery_campaign_table.c
+    found = session.execute(
+        select(
+            tickets.campaign_row,
+            tickets.conn_id,
+            tickets.campaign_id,
+            counts.status,
+            counts.messages,
+            campaigns.first_received_at,
+            campaigns.first_reported_at,
+        )
+        .join(
+            delivery_count_table,
+            and_(counts.conn_id == tickets.conn_id, counts.campaign_id == tickets.campaign_id),
+        )
+        .join(
+            delivery_campaign_table,
+            and_(campaigns.conn_id == tickets.conn_id, campaigns.campaign_id == tickets.campaign_id),
+        )
+        .where(tickets.campaign_row.in_([row.id for row in rows]))
+    ).all()
+    sent_at = {row.id: row.sent_at for row in rows}
+    statuses: dict[int, Counter[int]] = defaultdict(Counter)
+    reused: dict[tuple[int, str], set[int]] = defaultdict(set)
+    for count in found:
+        since = sent_at[count.campaign_row]
+        if reported_before(count.first_received_at, count.first_reported_at, since):
+            reused[(count.campaign_row, count.conn_id)].add(count.campaign_id)
+        else:
+            statuses[count.campaign_row][int(count.status)] += int(count.messages)
+    for (row_id, conn_id), campaign_ids in reused.items():
+        count_since(session, conn_id, sorted(campaign_ids), sent_at[row_id], statuses[row_id])
+    return statuses
+
+
+def delivery_of(sent: int, statuses: Counter[int], left_out: int = 0) -> Delivery:
+    """The delivery bar's figures of a campaign that sent ``sent`` numbers."""
+    delivered = sum(count for status, count in statuses.items() if status in DELIVERED_STATUSES)
+    final = sum(count for status, count in statuses.items() if status not in PENDING_DELIVERY_STATUSES)
+    return Delivery(
+        sent=sent,
+        delivered=delivered,
+        failed=final - delivered,
+        not_final=max(sent - final, 0),
+        delivered_share=round(delivered / sent, 4) if sent else 0.0,
+        by_status={status_name(status): count for status, count in sorted(statuses.items()) if count},
+        left_out=left_out,
+    )
+
+
+def campaign_of(row: Any, statuses: Counter[int], left_out: int = 0) -> Campaign:
+    """The API's campaign from its row and its messages by status."""
+    record = CampaignRecord.model_validate(row.record)
+    return Campaign(
+        id=row.id,
+        dag_id=row.dag_id,
+        run_id=row.run_id,
+        task_id=row.task_id,
+        map_index=row.map_index,
+        **record.model_dump(exclude={"version"}),
+        delivery=delivery_of(record.sent, statuses, left_out),
+    )
+
+
+def status_name(status: int) -> str:
+    return DELIVERY_STATUSES.get(status, f"status {status}")
+
+
+def failed_by_country(session: Session, conn_id: str, campaign_ids: Sequence[int]) -> dict[str, int]:
+    """Failed messages of ``campaign_ids`` by the country their reports named (``unknown`` when none)."""
+    messages = delivery_message_table.c
+    rows = session.execute(
+        select(messages.country_code, func.count())
+        .where(
+            messages.conn_id == conn_id,
+            messages.campaign_id.in_(list(campaign_ids)),
+            messages.failed.is_(True),
+        )
+        .group_by(messages.country_code)
+    ).all()
+    return {country or "unknown": int(count) for country, count in sorted(rows, key=lambda row: -row[1])}

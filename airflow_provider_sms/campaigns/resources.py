@@ -1,0 +1,95 @@
+"""What the campaigns JSON API answers (version 1), one pydantic model per resource. Not public API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from airflow_provider_sms.campaigns.record import Outcome, SendWindowMove
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Delivery(ApiModel):
+    """How a campaign's messages stand, from the delivery reports received since it was sent.
+
+    :param sent: numbers the service accepted (the bar's whole).
+    :param delivered: messages delivered; ``failed``: with another final status.
+    :param not_final: the rest (no report yet, or ``sent`` to the carrier).
+    :param delivered_share: ``delivered / sent`` (0 when nothing was sent).
+    :param by_status: messages by status name.
+    :param left_out: reports of these campaign ids left out: received before the send (a reused id).
+    """
+
+    sent: int
+    delivered: int
+    failed: int
+    not_final: int
+    delivered_share: float
+    by_status: dict[str, int]
+    left_out: int = 0
+
+
+class Campaign(ApiModel):
+    """One campaign, as the list shows it (a send task instance's campaign).
+
+    :param id: the campaign's id on this page (not the service's: that is ``tickets``).
+    :param filtered: numbers the service filtered out, by reason.
+    """
+
+    id: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    conn_id: str
+    operator: str
+    outcome: Outcome
+    pushtype: str | None
+    lists: list[int] | None
+    tickets: list[int]
+    batches: int
+    unknown_batches: list[int]
+    sent_at: datetime
+    delivery_at: datetime
+    send_window: SendWindowMove | None
+    total: int
+    sent: int
+    filtered: dict[str, int]
+    cost: int
+    credits: int
+    max_cost: float | None
+    delivery: Delivery
+
+
+class CampaignPage(ApiModel):
+    """A page of campaigns, newest first; ``next`` is the ``before`` of the following page (None: last)."""
+
+    campaigns: list[Campaign]
+    next: str | None
+
+
+class FailedNumbers(ApiModel):
+    """One page of a campaign's failed numbers, in number order.
+
+    :param masked: whether the numbers are masked (the user may not edit the DAG that sent them).
+    :param next: where the following page starts (None: last, or masked).
+    :param more: whether there are more failed numbers than these.
+    """
+
+    numbers: list[str]
+    masked: bool
+    next: str | None
+    more: bool
+
+
+class CampaignDetail(ApiModel):
+    """One campaign with its failures: by status, by country, and the first page of failed numbers."""
+
+    campaign: Campaign
+    failed_by_status: dict[str, int]
+    failed_by_country: dict[str, int]
+    failed: FailedNumbers

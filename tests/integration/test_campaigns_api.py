@@ -1,0 +1,216 @@
+"""The campaigns JSON API over HTTP on 127.0.0.1, with Airflow's simple auth manager and real tokens.
+
+The provider's app runs as the API server runs it, on the session's migrated SQLite database; the
+campaigns are copied by the indexer's own path and their delivery reports stored and flushed by the
+receiver's. Users: ``viewer`` (reads every DAG, edits none) and ``admin``; one test narrows the viewer
+to one DAG with an auth manager that says so, as a deployment's per-DAG permissions would.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from airflow_provider_sms.campaigns import indexer
+from airflow_provider_sms.campaigns.api import API_PREFIX
+from airflow_provider_sms.delivery_reports.batches import flush_batch
+from airflow_provider_sms.delivery_reports.receiver import build_app
+from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
+from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
+from airflow_provider_sms.models import DeliveryReport
+from airflow_provider_sms.sandbox.server import ThreadedServer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.integration
+
+# Sent an hour ago: its reports (dated two minutes after) arrive during the test, after the send.
+SENT_AT = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0)
+CONN = "sms_campaigns_api"
+
+
+def record(ticket: int, sent: int, sent_at: dt.datetime) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "conn_id": CONN,
+        "operator": "SmsSendOperator",
+        "outcome": "sent",
+        "pushtype": "marketing",
+        "tickets": [ticket],
+        "batches": 1,
+        "sent_at": sent_at.isoformat(),
+        "delivery_at": sent_at.isoformat(),
+        "total": sent + 1,
+        "sent": sent,
+        "filtered": {"npai": 1},
+        "cost": sent,
+        "credits": 1000,
+    }
+
+
+def xcom_row(dag_id: str, value: dict[str, Any], at: dt.datetime) -> Any:
+    return SimpleNamespace(
+        dag_id=dag_id, run_id="scheduled__2031", task_id="send", map_index=-1, value=value, timestamp=at
+    )
+
+
+@pytest.fixture(scope="module")
+def auth_manager(metadata_db: Any) -> Any:
+    from airflow.api_fastapi.app import create_auth_manager
+    from airflow.configuration import conf
+
+    conf.set("core", "simple_auth_manager_users", "viewer:viewer,admin:admin")
+    return create_auth_manager()
+
+
+def token(auth_manager: Any, name: str) -> str:
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return auth_manager.generate_jwt(SimpleAuthManagerUser(username=name, role=name))
+
+
+@pytest.fixture(scope="module")
+def campaigns(metadata_db: Any) -> dict[str, int]:
+    """Two DAGs' campaigns: dag_a's (ticket 9101: 3 delivered, 1 expired, 1 sent) and dag_b's (9102)."""
+    from airflow.utils.session import create_session
+
+    reports = [
+        ("33612000301", 3),
+        ("33612000302", 3),
+        ("33612000303", 3),
+        ("33612000304", 12),
+        ("33612000305", 1),
+    ]
+    with create_session(scoped=False) as session:
+        indexer._copy(
+            session,
+            [
+                xcom_row("dag_a", record(9101, 6, SENT_AT), SENT_AT),
+                xcom_row("dag_b", record(9102, 2, SENT_AT + dt.timedelta(minutes=30)), SENT_AT),
+            ],
+        )
+        insert_reports(
+            session,
+            [
+                (
+                    CONN,
+                    DeliveryReport.model_validate(
+                        {
+                            "date": (SENT_AT + dt.timedelta(minutes=2)).isoformat(),
+                            "status": status,
+                            "destination": number,
+                            "campaign_id": 9101,
+                            "country_code": "FR",
+                        }
+                    ),
+                )
+                for number, status in reports
+            ],
+        )
+        ensure_flush_rows(session, [CONN])
+    with create_session(scoped=False) as session:
+        assert flush_batch(session, CONN, max_reports=1000, min_reports=1, asset=None) is not None
+    with create_session(scoped=False) as session:
+        from sqlalchemy import select
+
+        from airflow_provider_sms.campaigns.tables import campaign_table
+
+        return {
+            row.dag_id: row.id
+            for row in session.execute(select(campaign_table.c.dag_id, campaign_table.c.id))
+        }
+
+
+@pytest.fixture(scope="module")
+def api(auth_manager: Any, campaigns: dict[str, int]) -> Iterator[str]:
+    from fastapi import FastAPI
+
+    root = FastAPI()
+    root.mount(URL_PREFIX, build_app())
+    with ThreadedServer(root) as server:
+        yield f"{server.url}{URL_PREFIX}{API_PREFIX}"
+
+
+def get(url: str, who: str | None, auth_manager: Any, **params: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token(auth_manager, who)}"} if who else {}
+    return httpx.get(url, headers=headers, params=params, timeout=10)
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Authorization": "Bearer not-a-token"}, {"Cookie": "_token=forged"}]
+)
+def test_without_a_valid_token_the_api_answers_401(api: str, headers: dict[str, str]) -> None:
+    answer = httpx.get(f"{api}/campaigns", headers=headers, timeout=10)
+    assert answer.status_code == 401
+    assert "log in to Airflow" in answer.json()["detail"]
+
+
+def test_the_ui_cookie_is_a_login(api: str, auth_manager: Any) -> None:
+    answer = httpx.get(f"{api}/campaigns", cookies={"_token": token(auth_manager, "viewer")}, timeout=10)
+    assert answer.status_code == 200
+
+
+def test_the_list_is_newest_first_with_cost_and_delivery(
+    api: str, auth_manager: Any, campaigns: dict[str, int]
+) -> None:
+    page = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN).json()
+
+    assert [c["dag_id"] for c in page["campaigns"]] == ["dag_b", "dag_a"]
+    first = page["campaigns"][1]
+    assert (first["tickets"], first["cost"], first["sent"], first["filtered"]) == ([9101], 6, 6, {"npai": 1})
+    assert first["delivery"] == {
+        "sent": 6,
+        "delivered": 3,
+        "failed": 1,
+        "not_final": 2,
+        "delivered_share": 0.5,
+        "by_status": {"sent": 1, "delivered": 3, "expired": 1},
+        "left_out": 0,
+    }
+    assert page["next"] is None
+
+    one = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN, limit=1).json()
+    assert [c["dag_id"] for c in one["campaigns"]] == ["dag_b"]
+    rest = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN, limit=1, before=one["next"]).json()
+    assert [c["dag_id"] for c in rest["campaigns"]] == ["dag_a"]
+
+
+def test_a_campaign_shows_failures_in_full_to_editors_and_masked_to_viewers(
+    api: str, auth_manager: Any, campaigns: dict[str, int]
+) -> None:
+    url = f"{api}/campaigns/{campaigns['dag_a']}"
+    admin = get(url, "admin", auth_manager).json()
+    viewer = get(url, "viewer", auth_manager).json()
+
+    assert admin["failed_by_status"] == viewer["failed_by_status"] == {"expired": 1}
+    assert admin["failed_by_country"] == {"FR": 1}
+    assert admin["failed"] == {"numbers": ["33612000304"], "masked": False, "next": None, "more": False}
+    assert viewer["failed"] == {"numbers": ["336•••••304"], "masked": True, "next": None, "more": False}
+
+
+def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import airflow.api_fastapi.app as airflow_app
+
+    class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
+        def filter_authorized_dag_ids(
+            self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
+        ) -> set[str]:
+            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
+            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
+
+    narrowed = OneDagForViewers()
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: narrowed)
+
+    listed = get(f"{api}/campaigns", "viewer", auth_manager, conn_id=CONN).json()
+    assert [c["dag_id"] for c in listed["campaigns"]] == ["dag_a"]
+    hidden = get(f"{api}/campaigns/{campaigns['dag_b']}", "viewer", auth_manager)
+    assert hidden.status_code == 404
+    assert get(f"{api}/campaigns/{campaigns['dag_b']}", "admin", auth_manager).status_code == 200
+    assert get(f"{api}/campaigns/999999", "admin", auth_manager).status_code == 404
