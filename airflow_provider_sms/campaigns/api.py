@@ -149,6 +149,9 @@ async def get_campaign(campaign: CampaignPath, request: Request) -> Response:
         return (
             CampaignDetail(
                 campaign=queries.campaign_of(row, statuses, summary.left_out),
+                timeline=queries.delivery_timeline(session, row.conn_id, tickets, row.sent_at)
+                if tickets
+                else [],
                 failed_by_status={
                     name: count
                     for name, count in summary.by_status.items()

@@ -15,13 +15,18 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, distinct, func, or_, select
 
 from airflow_provider_sms.campaigns.record import CampaignRecord
-from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery
+from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
-from airflow_provider_sms.delivery_reports.counted_since import count_since, reported_before
+from airflow_provider_sms.delivery_reports.counted_since import (
+    REPORT_CLOCK_SKEW,
+    count_since,
+    reported_before,
+)
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
     delivery_count_table,
-    delivery_message_table,
+    delivery_country_table,
+    delivery_timeline_table,
 )
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
 
 # Campaigns per page: the most, and when the caller does not say.
 MAX_PAGE, DEFAULT_PAGE = 200, 50
+# The most points of a campaign's delivery over time.
+MAX_POINTS = 500
 
 
 def dag_ids_with_campaigns(session: Session) -> set[str]:
@@ -170,15 +177,41 @@ def status_name(status: int) -> str:
 
 
 def failed_by_country(session: Session, conn_id: str, campaign_ids: Sequence[int]) -> dict[str, int]:
-    """Failed messages of ``campaign_ids`` by the country their reports named (``unknown`` when none)."""
-    messages = delivery_message_table.c
+    """Failed messages of ``campaign_ids`` by the country their reports named (``unknown`` when none),
+    most first, from the counts the flusher keeps."""
+    countries = delivery_country_table.c
     rows = session.execute(
-        select(messages.country_code, func.count())
-        .where(
-            messages.conn_id == conn_id,
-            messages.campaign_id.in_(list(campaign_ids)),
-            messages.failed.is_(True),
-        )
-        .group_by(messages.country_code)
+        select(countries.country_code, func.sum(countries.failed))
+        .where(countries.conn_id == conn_id, countries.campaign_id.in_(list(campaign_ids)))
+        .group_by(countries.country_code)
     ).all()
-    return {country or "unknown": int(count) for country, count in sorted(rows, key=lambda row: -row[1])}
+    found = [(country or "unknown", int(failed)) for country, failed in rows if failed]
+    return dict(sorted(found, key=lambda item: (-item[1], item[0])))
+
+
+def delivery_timeline(
+    session: Session, conn_id: str, campaign_ids: Sequence[int], since: datetime
+) -> list[TimelinePoint]:
+    """Messages delivered and failed so far, minute by minute from ``since`` (the send, less the clock
+    allowance of the delivery wait), from the counts the flusher keeps; at most :data:`MAX_POINTS`
+    points (whole minutes merged when the campaign lasts longer)."""
+    timeline = delivery_timeline_table.c
+    rows = session.execute(
+        select(timeline.minute, func.sum(timeline.delivered), func.sum(timeline.failed))
+        .where(
+            timeline.conn_id == conn_id,
+            timeline.campaign_id.in_(list(campaign_ids)),
+            timeline.minute >= (since - REPORT_CLOCK_SKEW).replace(second=0, microsecond=0),
+        )
+        .group_by(timeline.minute)
+        .order_by(timeline.minute)
+    ).all()
+    step = max(1, -(-len(rows) // MAX_POINTS))
+    points: list[TimelinePoint] = []
+    delivered = failed = 0
+    for index, (minute, delivered_then, failed_then) in enumerate(rows):
+        delivered += int(delivered_then)
+        failed += int(failed_then)
+        if (index + 1) % step == 0 or index == len(rows) - 1:
+            points.append(TimelinePoint(at=minute, delivered=delivered, failed=failed))
+    return points

@@ -86,10 +86,20 @@ class FailedNumbers(ApiModel):
     more: bool
 
 
+class TimelinePoint(ApiModel):
+    """Messages delivered and failed by the end of the minute ``at`` (UTC), counted from the send."""
+
+    at: datetime
+    delivered: int
+    failed: int
+
+
 class CampaignDetail(ApiModel):
-    """One campaign with its failures: by status, by country, and the first page of failed numbers."""
+    """One campaign with its delivery over time and its failures: by status, by country, and the first
+    page of failed numbers."""
 
     campaign: Campaign
+    timeline: list[TimelinePoint]
     failed_by_status: dict[str, int]
     failed_by_country: dict[str, int]
     failed: FailedNumbers

@@ -24,9 +24,11 @@ from airflow_provider_sms.delivery_reports.store import write_rows
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
     delivery_count_table,
+    delivery_country_table,
     delivery_flush_table,
     delivery_message_table,
     delivery_report_table,
+    delivery_timeline_table,
 )
 from airflow_provider_sms.models import DELIVERED_STATUSES
 
@@ -90,6 +92,16 @@ class Latest(NamedTuple):
     report_id: int
     status: int
     country_code: str | None
+
+    def outcome(self) -> str | None:
+        """``delivered`` or ``failed`` once final; None while not."""
+        if not self.final:
+            return None
+        return "delivered" if self.status in DELIVERED_STATUSES else "failed"
+
+    def minute(self) -> datetime:
+        """The minute of the report's date, in UTC: the chart's step."""
+        return self.reported_at.astimezone(timezone.utc).replace(second=0, microsecond=0)
 
 
 def pending(session: Session, conn_id: str) -> Pending:
@@ -195,13 +207,46 @@ def roll_up(session: Session, conn_id: str, rows: Sequence[Any]) -> None:
             latest[key] = candidate
     changed = {key: message for key, message in latest.items() if before.get(key) != message}
     counts: Counter[tuple[int, int]] = Counter()
+    # Final messages by (campaign, minute or country, outcome): +1 where one stands now, -1 where it stood.
+    minutes: Counter[tuple[int, datetime, str]] = Counter()
+    countries: Counter[tuple[int, str, str]] = Counter()
     for (campaign_id, _), message in changed.items():
         counts[(campaign_id, message.status)] += 1
+        if outcome := message.outcome():
+            minutes[(campaign_id, message.minute(), outcome)] += 1
+            countries[(campaign_id, message.country_code or "", outcome)] += 1
     for key in changed.keys() & before.keys():
-        counts[(key[0], before[key].status)] -= 1
+        was = before[key]
+        counts[(key[0], was.status)] -= 1
+        if outcome := was.outcome():
+            minutes[(key[0], was.minute(), outcome)] -= 1
+            countries[(key[0], was.country_code or "", outcome)] -= 1
     _write_messages(session, conn_id, changed, before)
-    _write_counts(session, conn_id, counts)
+    _write_tallies(session, delivery_count_table, conn_id, ("campaign_id", "status"), {"messages": counts})
+    _write_tallies(
+        session,
+        delivery_timeline_table,
+        conn_id,
+        ("campaign_id", "minute"),
+        _by_outcome(minutes),
+    )
+    _write_tallies(
+        session,
+        delivery_country_table,
+        conn_id,
+        ("campaign_id", "country_code"),
+        _by_outcome(countries),
+    )
     _write_campaigns(session, conn_id, rows)
+
+
+def _by_outcome(tallies: Counter[tuple[int, Any, str]]) -> dict[str, Counter[tuple[int, Any]]]:
+    """``{outcome: {(campaign, key): delta}}`` of ``tallies`` keyed (campaign, key, outcome): the
+    ``delivered`` and ``failed`` columns."""
+    columns: dict[str, Counter[tuple[int, Any]]] = {"delivered": Counter(), "failed": Counter()}
+    for (campaign_id, key, outcome), delta in tallies.items():
+        columns[outcome][(campaign_id, key)] += delta
+    return columns
 
 
 def _message_values(message: Latest) -> dict[str, Any]:
@@ -238,34 +283,39 @@ def _write_messages(
     )
 
 
-def _write_counts(session: Session, conn_id: str, counts: Counter[tuple[int, int]]) -> None:
-    deltas = {key: delta for key, delta in counts.items() if delta}
-    if not deltas:
+def _write_tallies(
+    session: Session,
+    table: Any,
+    conn_id: str,
+    key: tuple[str, str],
+    deltas: dict[str, Counter[tuple[int, Any]]],
+) -> None:
+    """Add ``deltas`` (per column, per (campaign, second key)) to the rows of ``table``, made as needed:
+    the counts by status, by minute and by country."""
+    keys = {k for column in deltas.values() for k, delta in column.items() if delta}
+    if not keys:
         return
-    table = delivery_count_table.c
+    columns = table.c
     held = {
-        (row.campaign_id, row.status): row.messages
+        (row[0], row[1]): row
         for row in session.execute(
-            select(table.campaign_id, table.status, table.messages).where(
-                table.conn_id == conn_id, table.campaign_id.in_({campaign_id for campaign_id, _ in deltas})
+            select(columns[key[0]], columns[key[1]], *(columns[name] for name in deltas)).where(
+                columns.conn_id == conn_id, columns[key[0]].in_({k[0] for k in keys})
             )
         )
     }
-    write_rows(
-        session,
-        delivery_count_table,
-        {"conn_id": conn_id},
-        [
-            {"campaign_id": key[0], "status": key[1], "messages": delta}
-            for key, delta in deltas.items()
-            if key not in held
-        ],
-        [
-            ({"campaign_id": key[0], "status": key[1]}, {"messages": held[key] + delta})
-            for key, delta in deltas.items()
-            if key in held
-        ],
-    )
+    # A row is keyed by its values as read back: a minute from SQLite comes back as the same instant.
+    new, moved = [], []
+    for k in sorted(keys):
+        values = {name: deltas[name][k] for name in deltas}
+        if k in held:
+            row = held[k]
+            moved.append(
+                ({key[0]: k[0], key[1]: k[1]}, {name: getattr(row, name) + values[name] for name in deltas})
+            )
+        else:
+            new.append({key[0]: k[0], key[1]: k[1], **values})
+    write_rows(session, table, {"conn_id": conn_id}, new, moved)
 
 
 def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> None:

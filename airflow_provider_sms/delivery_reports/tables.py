@@ -9,6 +9,10 @@
 - ``sms_delivery_campaign``: per campaign, how many reports, the first report's date, the first and the
   last arrival (a summary counted from a send's time reads the counts only when the first arrival is
   after it and the first date no more than a minute before it: see :mod:`.counted_since`).
+- ``sms_delivery_timeline``: per campaign and minute, how many messages became delivered or failed
+  then (by their latest report's date): the campaigns page's chart; kept by the flusher.
+- ``sms_delivery_country``: per campaign and country (as the reports name it; ``""`` when none), how
+  many messages stand delivered and failed; kept by the flusher.
 - ``sms_delivery_refusal``: per connection, what the receiver refused, by reason and minute, per server.
 
 Only the insert of a report is on the receiving call's path; the others are written by the flusher,
@@ -110,6 +114,27 @@ delivery_campaign_table = Table(
     Column("first_received_at", Timestamp, nullable=False),
     Column("last_received_at", Timestamp, nullable=False),
     Index("idx_sms_delivery_campaign_received", "last_received_at"),
+)
+
+delivery_timeline_table = Table(
+    "sms_delivery_timeline",
+    metadata,
+    Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
+    Column("campaign_id", BigInteger, primary_key=True),
+    # The minute (UTC, seconds cut) of the latest report's date.
+    Column("minute", Timestamp, primary_key=True),
+    Column("delivered", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),
+)
+
+delivery_country_table = Table(
+    "sms_delivery_country",
+    metadata,
+    Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
+    Column("campaign_id", BigInteger, primary_key=True),
+    Column("country_code", String(COUNTRY_CODE_MAX_LENGTH), primary_key=True),
+    Column("delivered", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),
 )
 
 delivery_refusal_table = Table(

@@ -9,6 +9,7 @@ to one DAG with an auth manager that says so, as a deployment's per-DAG permissi
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +188,9 @@ def test_a_campaign_shows_failures_in_full_to_editors_and_masked_to_viewers(
     admin = get(url, "admin", auth_manager).json()
     viewer = get(url, "viewer", auth_manager).json()
 
+    # Every report is dated two minutes after the send: one point, the totals so far.
+    minute = (SENT_AT + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:00")
+    assert [(p["at"][:19], p["delivered"], p["failed"]) for p in admin["timeline"]] == [(minute, 3, 1)]
     assert admin["failed_by_status"] == viewer["failed_by_status"] == {"expired": 1}
     assert admin["failed_by_country"] == {"FR": 1}
     assert admin["failed"] == {"numbers": ["33612000304"], "masked": False, "next": None, "more": False}
@@ -214,3 +218,35 @@ def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
     assert hidden.status_code == 404
     assert get(f"{api}/campaigns/{campaigns['dag_b']}", "admin", auth_manager).status_code == 200
     assert get(f"{api}/campaigns/999999", "admin", auth_manager).status_code == 404
+
+
+def test_a_long_campaigns_timeline_is_merged_into_at_most_500_points(metadata_db: Any) -> None:
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert
+
+    from airflow_provider_sms.campaigns.queries import MAX_POINTS, delivery_timeline
+    from airflow_provider_sms.delivery_reports.tables import delivery_timeline_table
+
+    start = SENT_AT.replace(second=0)
+    with create_session(scoped=False) as session:
+        session.execute(
+            insert(delivery_timeline_table),
+            [
+                {
+                    "conn_id": CONN,
+                    "campaign_id": 9103,
+                    "minute": start + dt.timedelta(minutes=minute),
+                    "delivered": 2,
+                    "failed": 1,
+                }
+                for minute in range(-5, 1200)
+            ],
+        )
+    with create_session(scoped=False) as session:
+        points = delivery_timeline(session, CONN, [9103], SENT_AT)
+
+    # The minutes before the send's (less a minute of clock allowance) are another campaign's.
+    assert len(points) <= MAX_POINTS
+    assert (points[-1].delivered, points[-1].failed) == (2 * 1201, 1201)
+    assert points[-1].at == start + dt.timedelta(minutes=1199)
+    assert all(a.delivered < b.delivered and a.at < b.at for a, b in itertools.pairwise(points))

@@ -23,12 +23,13 @@ from airflow_provider_sms.delivery_reports.retention import prune_reports
 from airflow_provider_sms.delivery_reports.store import campaign_summary, ensure_flush_rows, insert_reports
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
+    delivery_country_table,
     delivery_message_table,
     delivery_report_table,
+    delivery_timeline_table,
     metadata,
 )
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, DeliveryReport
-from tests.integration import test_delivery_reports as receiver_tests
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 PARIS = dt.timezone(dt.timedelta(hours=1))
-metadata_db = receiver_tests.metadata_db  # the receiver's tests' fixture: the session's migrated database
 
 
 @pytest.fixture
@@ -112,8 +112,40 @@ report_strategy = st.builds(
     status=st.sampled_from([1, 2, 3, 12]),
     destination=st.sampled_from([f"3360000000{index}" for index in range(4)]),
     campaign_id=st.sampled_from([11, 12]),
-    country_code=st.just("FR"),
+    country_code=st.sampled_from(["FR", "BE", None]),
 )
+
+
+def reference_tallies(
+    reports: list[DeliveryReport],
+) -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
+    """The final messages at their best-ranked report, by (campaign, minute, outcome) and by (campaign,
+    country, outcome): what the chart and the failures by country show."""
+    latest: dict[tuple[int, str], tuple[bool, dt.datetime, int, DeliveryReport]] = {}
+    for index, report in enumerate(reports):
+        key = (report.campaign_id, report.destination)
+        rank = (report.final, report.date, index, report)
+        if key not in latest or rank[:3] > latest[key][:3]:
+            latest[key] = rank
+    minutes: Counter[tuple[Any, ...]] = Counter()
+    countries: Counter[tuple[Any, ...]] = Counter()
+    for final, date, _, report in latest.values():
+        if final:
+            outcome = "delivered" if report.status in DELIVERED_STATUSES else "failed"
+            minutes[(report.campaign_id, date.astimezone(dt.timezone.utc).replace(second=0), outcome)] += 1
+            countries[(report.campaign_id, report.country_code or "", outcome)] += 1
+    return minutes, countries
+
+
+def kept_tallies(db: Any, table: Any, key: str) -> Counter[tuple[Any, ...]]:
+    """What the flusher keeps in ``table`` (timeline or countries), as ``reference_tallies`` counts."""
+    kept: Counter[tuple[Any, ...]] = Counter()
+    with db.Session() as session:
+        for row in session.execute(select(table)):
+            for outcome in ("delivered", "failed"):
+                if getattr(row, outcome):
+                    kept[(row.campaign_id, getattr(row, key), outcome)] = getattr(row, outcome)
+    return kept
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -160,6 +192,9 @@ def test_counts_kept_in_batches_equal_a_scan_of_every_report(
         assert summary.failed_count == sum(
             count for name, count in expected.items() if name not in ("sent", "delivered")
         )
+    minutes, countries = reference_tallies(stored)
+    assert kept_tallies(db, delivery_timeline_table, "minute") == minutes
+    assert kept_tallies(db, delivery_country_table, "country_code") == countries
 
 
 def test_a_repeated_report_is_stored_once_even_within_one_commit(db: Any) -> None:

@@ -97,3 +97,15 @@ def test_reports_stored_before_the_batches_are_counted_and_get_no_second_event(t
         assert tuple(
             connection.execute(text("SELECT last_batch, reports FROM sms_delivery_flush")).one()
         ) == (0, 4)
+        # Revision 0005: the final messages by the minute of their latest report, and by country.
+        timeline = connection.execute(
+            text("SELECT minute, delivered, failed FROM sms_delivery_timeline ORDER BY minute")
+        ).all()
+        assert [(str(m)[:19], d, f) for m, d, f in timeline] == [
+            ("2026-11-24 10:00:00", 1, 0),
+            ("2026-11-24 11:00:00", 0, 1),
+        ]
+        countries = connection.execute(
+            text("SELECT country_code, delivered, failed FROM sms_delivery_country")
+        )
+        assert [tuple(c) for c in countries] == [("", 1, 1)]
