@@ -3,8 +3,12 @@
 
 - ``GET /campaigns``: a page of campaigns, newest first; filters ``conn_id``, ``dag_id``, ``since``,
   ``until``; ``limit`` and ``before`` page.
-- ``GET /campaigns/{id}``: one campaign, its failures by status and by country, the first page of its
-  failed numbers.
+- ``GET /campaigns/{id}``: one campaign, its delivery over time, its failures by status and by
+  country, the first page of its failed numbers.
+- ``GET /campaigns/{id}/failed``: a page of its failed numbers (``after``, ``limit``): for users who
+  may edit the DAG (the others get the first page, masked, with the campaign).
+- ``GET /campaigns/{id}/failed.csv``: all its failed numbers with status, country and date, for users
+  who may edit the DAG.
 
 Every route needs Airflow's login (:mod:`.access`): 401 without it; a campaign of a DAG the user may
 not read is 404, as one that does not exist; numbers are masked for users who may not edit its DAG.
@@ -12,10 +16,12 @@ not read is 404, as one that does not exist; numbers are masked for users who ma
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
@@ -24,11 +30,17 @@ from airflow_provider_sms.campaigns import queries
 from airflow_provider_sms.campaigns.access import Viewer, viewer_of
 from airflow_provider_sms.campaigns.resources import CampaignDetail, FailedNumbers
 from airflow_provider_sms.delivery_reports.connections import RETRY_AFTER_SECONDS, Refusal
-from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
+from airflow_provider_sms.delivery_reports.store import FAILED_PAGE
+from airflow_provider_sms.models import (
+    CAMPAIGN_ID_MAX,
+    DESTINATION_MAX_LENGTH,
+    REPORT_DATE_MAX,
+    REPORT_DATE_MIN,
+)
 from airflow_provider_sms.phone_numbers import mask_number
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -37,6 +49,12 @@ API_PREFIX = "/campaigns/api/v1"
 # Failed numbers on the campaign's page (the JSON API pages them; the CSV has them all).
 FAILED_ON_PAGE = 100
 NOT_FOUND = "no such campaign, or not one of a DAG you may read"
+NOT_EDITOR = (
+    "telephone numbers are personal data: they are shown in full and downloaded only by users who may "
+    "edit the DAG that sent the campaign"
+)
+# Failed numbers per page of the CSV's reads.
+CSV_PAGE = 10_000
 
 CampaignPath = Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)]
 Instant = Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)]
@@ -165,3 +183,60 @@ async def get_campaign(campaign: CampaignPath, request: Request) -> Response:
         )
 
     return Response(await read(detail), media_type="application/json")
+
+
+def editable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
+    """The campaign's row when the user may edit its DAG; 404 when they may not read it, 403 when they
+    may read but not edit it."""
+    row = readable_campaign(session, viewer, campaign)
+    if not viewer.may_edit(row.dag_id):
+        raise Refusal(403, NOT_EDITOR)
+    return row
+
+
+@router.get("/campaigns/{campaign}/failed")
+async def get_failed(
+    campaign: CampaignPath,
+    request: Request,
+    after: Annotated[str | None, Query(max_length=DESTINATION_MAX_LENGTH)] = None,
+    limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_ON_PAGE,
+) -> Response:
+    viewer = await viewer_of(request)
+
+    def page(session: Any) -> bytes:
+        row = editable_campaign(session, viewer, campaign)
+        _, failed = failed_page(session, row, viewer, after, limit)
+        return failed.model_dump_json().encode()
+
+    return Response(await read(page), media_type="application/json")
+
+
+@router.get("/campaigns/{campaign}/failed.csv")
+async def get_failed_csv(campaign: CampaignPath, request: Request) -> Response:
+    viewer = await viewer_of(request)
+    # Checked before the answer starts: a refusal mid-stream could not change the status.
+    row = await read(editable_campaign, viewer, campaign)
+    first = await read(queries.failed_details, row, None, CSV_PAGE)
+
+    async def lines() -> AsyncIterator[str]:
+        rows, after = first
+        yield csv_text([("number", "status", "country", "reported_at")])
+        while True:
+            yield csv_text(rows)
+            if after is None:
+                return
+            rows, after = await read(queries.failed_details, row, after, CSV_PAGE)
+
+    name = f"sms-campaign-{row.id}-failed.csv"
+    return StreamingResponse(
+        lines(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+def csv_text(rows: Iterable[Sequence[object]]) -> str:
+    """``rows`` as CSV lines."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, distinct, func, or_, select
+from sqlalchemy import and_, func, or_, select
 
 from airflow_provider_sms.campaigns.record import CampaignRecord
 from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
@@ -26,6 +26,7 @@ from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
     delivery_count_table,
     delivery_country_table,
+    delivery_message_table,
     delivery_timeline_table,
 )
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
@@ -41,11 +42,13 @@ if TYPE_CHECKING:
 MAX_PAGE, DEFAULT_PAGE = 200, 50
 # The most points of a campaign's delivery over time.
 MAX_POINTS = 500
+# Numbers per IN list when reading the failed numbers' details.
+DETAILS_CHUNK = 500
 
 
 def dag_ids_with_campaigns(session: Session) -> set[str]:
     """The DAGs that sent campaigns (what the auth manager is asked about)."""
-    return set(session.scalars(select(distinct(campaign_table.c.dag_id))))
+    return set(session.scalars(select(campaign_table.c.dag_id).distinct()))
 
 
 def campaign_page(
@@ -215,3 +218,41 @@ def delivery_timeline(
         if (index + 1) % step == 0 or index == len(rows) - 1:
             points.append(TimelinePoint(at=minute, delivered=delivered, failed=failed))
     return points
+
+
+def failed_details(
+    session: Session, row: Any, after: str | None, limit: int
+) -> tuple[list[tuple[Any, ...]], str | None]:
+    """One page of campaign ``row``'s failed numbers (counted from its send), each with its latest
+    status, country and date; and where the next page starts."""
+    from airflow_provider_sms.delivery_reports.store import campaign_summary
+
+    tickets = row.record["tickets"]
+    if not tickets:
+        return [], None
+    summary = campaign_summary(
+        session,
+        row.conn_id,
+        tickets,
+        since=row.sent_at,
+        with_failed=True,
+        failed_after=after,
+        failed_limit=limit,
+    )
+    numbers = summary.failed or []
+    messages = delivery_message_table.c
+    latest: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(numbers), DETAILS_CHUNK):
+        for found in session.execute(
+            select(messages.destination, messages.status, messages.country_code, messages.reported_at).where(
+                messages.conn_id == row.conn_id,
+                messages.campaign_id.in_(tickets),
+                messages.destination.in_(numbers[start : start + DETAILS_CHUNK]),
+            )
+        ):
+            latest[found.destination] = (
+                status_name(found.status),
+                found.country_code or "",
+                found.reported_at.isoformat(),
+            )
+    return [(number, *latest.get(number, ("", "", ""))) for number in numbers], summary.failed_next

@@ -77,7 +77,8 @@ def token(auth_manager: Any, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def campaigns(metadata_db: Any) -> dict[str, int]:
-    """Two DAGs' campaigns: dag_a's (ticket 9101: 3 delivered, 1 expired, 1 sent) and dag_b's (9102)."""
+    """Two DAGs' campaigns: dag_a's (ticket 9101, 6 numbers: 3 delivered, 1 expired, 1 not delivered,
+    1 sent) and dag_b's (9102)."""
     from airflow.utils.session import create_session
 
     reports = [
@@ -86,6 +87,7 @@ def campaigns(metadata_db: Any) -> dict[str, int]:
         ("33612000303", 3),
         ("33612000304", 12),
         ("33612000305", 1),
+        ("33612000306", 2),
     ]
     with create_session(scoped=False) as session:
         indexer._copy(
@@ -167,10 +169,10 @@ def test_the_list_is_newest_first_with_cost_and_delivery(
     assert first["delivery"] == {
         "sent": 6,
         "delivered": 3,
-        "failed": 1,
-        "not_final": 2,
+        "failed": 2,
+        "not_final": 1,
         "delivered_share": 0.5,
-        "by_status": {"sent": 1, "delivered": 3, "expired": 1},
+        "by_status": {"sent": 1, "not delivered": 1, "delivered": 3, "expired": 1},
         "left_out": 0,
     }
     assert page["next"] is None
@@ -190,11 +192,17 @@ def test_a_campaign_shows_failures_in_full_to_editors_and_masked_to_viewers(
 
     # Every report is dated two minutes after the send: one point, the totals so far.
     minute = (SENT_AT + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:00")
-    assert [(p["at"][:19], p["delivered"], p["failed"]) for p in admin["timeline"]] == [(minute, 3, 1)]
-    assert admin["failed_by_status"] == viewer["failed_by_status"] == {"expired": 1}
-    assert admin["failed_by_country"] == {"FR": 1}
-    assert admin["failed"] == {"numbers": ["33612000304"], "masked": False, "next": None, "more": False}
-    assert viewer["failed"] == {"numbers": ["336•••••304"], "masked": True, "next": None, "more": False}
+    assert [(p["at"][:19], p["delivered"], p["failed"]) for p in admin["timeline"]] == [(minute, 3, 2)]
+    assert admin["failed_by_status"] == viewer["failed_by_status"] == {"not delivered": 1, "expired": 1}
+    assert admin["failed_by_country"] == {"FR": 2}
+    failed = ["33612000304", "33612000306"]
+    assert admin["failed"] == {"numbers": failed, "masked": False, "next": None, "more": False}
+    assert viewer["failed"] == {
+        "numbers": ["336•••••304", "336•••••306"],
+        "masked": True,
+        "next": None,
+        "more": False,
+    }
 
 
 def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
@@ -250,3 +258,37 @@ def test_a_long_campaigns_timeline_is_merged_into_at_most_500_points(metadata_db
     assert (points[-1].delivered, points[-1].failed) == (2 * 1201, 1201)
     assert points[-1].at == start + dt.timedelta(minutes=1199)
     assert all(a.delivered < b.delivered and a.at < b.at for a, b in itertools.pairwise(points))
+
+
+@pytest.mark.parametrize("csv_page", [10_000, 1])
+def test_editors_page_through_and_download_the_failed_numbers_viewers_may_not(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch, csv_page: int
+) -> None:
+    from airflow_provider_sms.campaigns import api as campaigns_api
+
+    # One number per read: the download is made of several reads, streamed.
+    monkeypatch.setattr(campaigns_api, "CSV_PAGE", csv_page)
+    url = f"{api}/campaigns/{campaigns['dag_a']}"
+    first = get(f"{url}/failed", "admin", auth_manager, limit=1).json()
+    assert first == {"numbers": ["33612000304"], "masked": False, "next": "33612000304", "more": True}
+    second = get(f"{url}/failed", "admin", auth_manager, limit=1, after=first["next"]).json()
+    assert (second["numbers"], second["next"]) == (["33612000306"], None)
+
+    download = get(f"{url}/failed.csv", "admin", auth_manager)
+    assert download.status_code == 200
+    assert download.headers["content-type"].startswith("text/csv")
+    assert (
+        f'filename="sms-campaign-{campaigns["dag_a"]}-failed.csv"' in download.headers["content-disposition"]
+    )
+    lines = [line.split(",") for line in download.text.splitlines()]
+    assert lines[0] == ["number", "status", "country", "reported_at"]
+    assert [line[:3] for line in lines[1:]] == [
+        ["33612000304", "expired", "FR"],
+        ["33612000306", "not delivered", "FR"],
+    ]
+
+    for path in ("failed", "failed.csv"):
+        refused = get(f"{url}/{path}", "viewer", auth_manager)
+        assert refused.status_code == 403
+        assert "personal data" in refused.json()["detail"]
+        assert httpx.get(f"{url}/{path}", timeout=10).status_code == 401
