@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-# The receiver's fixtures, shared with its main tests: the migrated SQLite database, emptied, and the app.
-metadata_db = receiving.metadata_db
+# The receiver's fixtures, shared with its main tests: the emptied table (on tests/conftest.py's
+# metadata_db, the session's migrated SQLite database) and the app.
 fresh_table = receiving.fresh_table
 receiver = receiving.receiver
 
