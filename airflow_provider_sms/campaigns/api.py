@@ -1,10 +1,11 @@
 """The campaigns JSON API, version 1, served by the provider's app on the API server under
 ``/sms/campaigns/api/v1``. Not public API (the routes and answers are: see the Campaigns page).
 
-- ``GET /campaigns``: a page of campaigns, newest first; filters ``conn_id``, ``dag_id``, ``since``,
-  ``until``; ``limit`` and ``before`` page.
+- ``GET /campaigns``: a page of campaigns, newest first; filters ``conn_id``, ``dag_id``, ``run_id``,
+  ``since``, ``until``; ``limit`` and ``before`` page.
 - ``GET /campaigns/{id}``: one campaign, its delivery over time, its failures by status and by
   country, the first page of its failed numbers.
+- ``GET /campaigns/{id}/delivery.svg``: its delivery over time, drawn.
 - ``GET /campaigns/{id}/failed``: a page of its failed numbers (``after``, ``limit``): for users who
   may edit the DAG (the others get the first page, masked, with the campaign).
 - ``GET /campaigns/{id}/failed.csv``: all its failed numbers with status, country and date, for users
@@ -94,6 +95,7 @@ async def list_campaigns(
     request: Request,
     conn_id: Annotated[str | None, Query(max_length=250)] = None,
     dag_id: Annotated[str | None, Query(max_length=250)] = None,
+    run_id: Annotated[str | None, Query(max_length=250)] = None,
     since: Instant = None,
     until: Instant = None,
     before: Annotated[int | None, Query(ge=1, le=CAMPAIGN_ID_MAX)] = None,
@@ -108,6 +110,7 @@ async def list_campaigns(
             readable,
             conn_id=conn_id,
             dag_id=dag_id,
+            run_id=run_id,
             since=since,
             until=until,
             before=before,
@@ -240,3 +243,20 @@ def csv_text(rows: Iterable[Sequence[object]]) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return out.getvalue()
+
+
+@router.get("/campaigns/{campaign}/delivery.svg")
+async def get_delivery_chart(campaign: CampaignPath, request: Request) -> Response:
+    viewer = await viewer_of(request)
+
+    def chart(session: Any) -> str:
+        from datetime import datetime, timezone
+
+        from airflow_provider_sms.campaigns.chart import delivery_svg
+
+        row = readable_campaign(session, viewer, campaign)
+        tickets = row.record["tickets"]
+        points = queries.delivery_timeline(session, row.conn_id, tickets, row.sent_at) if tickets else []
+        return delivery_svg(points, row.record["sent"], row.sent_at, datetime.now(timezone.utc))
+
+    return Response(await read(chart), media_type="image/svg+xml")

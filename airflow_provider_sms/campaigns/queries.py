@@ -57,6 +57,7 @@ def campaign_page(
     *,
     conn_id: str | None = None,
     dag_id: str | None = None,
+    run_id: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     before: int | None = None,
@@ -73,6 +74,8 @@ def campaign_page(
         conditions.append(table.conn_id == conn_id)
     if dag_id is not None:
         conditions.append(table.dag_id == dag_id)
+    if run_id is not None:
+        conditions.append(table.run_id == run_id)
     if since is not None:
         conditions.append(table.sent_at >= since)
     if until is not None:

@@ -43,6 +43,8 @@ from starlette.concurrency import run_in_threadpool
 from airflow_provider_sms import codec
 from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
 from airflow_provider_sms.campaigns.api import router as campaigns_router
+from airflow_provider_sms.campaigns.pages import UI_PREFIX as CAMPAIGNS_UI_PREFIX
+from airflow_provider_sms.campaigns.pages import router as campaign_pages
 from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
     RETRY_AFTER_SECONDS,
@@ -424,6 +426,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
     )
     app.state.flusher = flusher
     app.include_router(campaigns_router, prefix=CAMPAIGNS_API_PREFIX)
+    app.include_router(campaign_pages, prefix=CAMPAIGNS_UI_PREFIX)
 
     @app.get("/delivery-reports/_health")
     async def health() -> Response:

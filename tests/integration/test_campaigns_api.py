@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -292,3 +293,47 @@ def test_editors_page_through_and_download_the_failed_numbers_viewers_may_not(
         assert refused.status_code == 403
         assert "personal data" in refused.json()["detail"]
         assert httpx.get(f"{url}/{path}", timeout=10).status_code == 401
+
+
+def test_the_page_is_served_with_a_strict_policy_and_only_its_own_files(api: str) -> None:
+    ui = api.replace(API_PREFIX, "/campaigns/ui")
+    moved = httpx.get(ui, timeout=10)
+    assert moved.status_code == 308
+    assert moved.headers["location"] == "ui/"
+    page = httpx.get(f"{ui}/", timeout=10)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src 'self'" in policy
+    assert "frame-ancestors 'self'" in policy
+    assert '<script src="static/campaigns.js"' in page.text
+    for name, kind in [
+        ("campaigns.js", "text/javascript"),
+        ("campaigns.css", "text/css"),
+        ("icon.svg", "image/svg+xml"),
+    ]:
+        served = httpx.get(f"{ui}/static/{name}", timeout=10)
+        assert (served.status_code, served.headers["content-type"].split(";")[0]) == (200, kind)
+    # Only the page's own files: not the folder's other files, not a path out of it.
+    for name in ("index.html", "..%2Fapi.py", "%2E%2E%2Frecord.py"):
+        assert httpx.get(f"{ui}/static/{name}", timeout=10).status_code == 404
+
+
+def test_the_chart_is_drawn_from_the_timeline(api: str, auth_manager: Any, campaigns: dict[str, int]) -> None:
+    url = f"{api}/campaigns/{campaigns['dag_a']}/delivery.svg"
+    assert httpx.get(url, timeout=10).status_code == 401
+    drawn = get(url, "viewer", auth_manager)
+
+    assert drawn.headers["content-type"] == "image/svg+xml"
+    svg = drawn.text
+    assert svg.startswith("<svg")
+    assert svg.endswith("</svg>")
+    lines = dict(re.findall(r'<polyline class="(\w+)" fill="none" points="([^"]+)"', svg))
+    assert lines.keys() == {"delivered", "failed"}
+    # Each line starts at 0 % at the send and ends at its share of the 6 numbers sent: 3 and 2.
+    ys = {name: [float(point.split(",")[1]) for point in points.split()] for name, points in lines.items()}
+    bottom, top = ys["delivered"][0], 12.0  # the chart's 0 % and 100 % (TOP margin)
+    assert ys["failed"][0] == bottom
+    assert ys["delivered"][-1] == pytest.approx(bottom - (bottom - top) * 3 / 6, abs=0.1)
+    assert ys["failed"][-1] == pytest.approx(bottom - (bottom - top) * 2 / 6, abs=0.1)
