@@ -118,6 +118,11 @@ function scheduled(c) {
   return [when(c.delivery_at), moved];
 }
 
+function legend(pending) {
+  return h("span", { class: "legend muted" }, h("i", { class: "delivered" }), "delivered", h("i", { class: "failed" }), "failed",
+    pending ? [h("i", { class: "pending" }), "not yet final"] : null);
+}
+
 const OUTCOMES = { sent: null, partly_sent: "partly sent", maybe_sent: "may have been sent" };
 
 // ---- the list
@@ -165,8 +170,7 @@ async function showList(query) {
   const pager = h("div", { class: "pager" },
     h("button", { type: "button", disabled: !filters.before, onclick: () => go({ before: null }) }, "Newest"),
     h("button", { type: "button", disabled: !page.next, onclick: () => go({ before: page.next }) }, "Older"),
-    h("span", { class: "legend muted" }, h("i", { class: "delivered" }), "delivered", h("i", { class: "failed" }), "failed",
-      h("i", { class: "pending" }), "not yet final"));
+    legend(true));
   const title = filters.run_id ? `SMS campaigns of this run` : "SMS campaigns";
   app.replaceChildren(h("h1", {}, title), filters.run_id ? null : form, table, pager);
   sizeBars(app);
@@ -202,7 +206,7 @@ async function showCampaign(id) {
       figure("Delivered", `${(100 * c.delivery.delivered_share).toFixed(1)} %`, bar(c.delivery)),
       figure("Failed", NUMBER.format(c.delivery.failed)),
       figure("Not yet final", NUMBER.format(c.delivery.not_final))),
-    h("h2", {}, "Delivery over time"), chart,
+    h("h2", {}, "Delivery over time"), chart, h("p", {}, legend(false), h("span", { class: "muted" }, " (share of the numbers sent)")),
     h("div", { class: "columns" },
       h("section", {}, h("h2", {}, "Failures by status"), table(Object.entries(detail.failed_by_status), ["Status", "Messages"])),
       h("section", {}, h("h2", {}, "Failures by country"), table(Object.entries(detail.failed_by_country), ["Country", "Messages"])),

@@ -1,0 +1,90 @@
+"""The campaigns page in Debian's chromium, against the provider's app on 127.0.0.1 with real tokens of
+Airflow's simple auth manager (the campaigns and their reports of tests/integration/test_campaigns_api.py).
+
+What it checks is the page's own work: it reads the JSON API with the UI's cookie, draws the list and
+a campaign, shows numbers in full to an editor (with the CSV) and masked to a viewer, and logs no error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.integration.test_campaigns_api import api, auth_manager, campaigns, token  # noqa: F401
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from playwright.sync_api import Browser, Page
+
+
+@pytest.fixture
+def as_user(browser: Browser, api: str, auth_manager: Any) -> Iterator[Any]:  # noqa: F811
+    """Open the page as ``name`` (the UI's ``_token`` cookie); yields (page, console errors)."""
+    contexts = []
+
+    def open_page(name: str) -> tuple[Page, list[str]]:
+        ui = api.replace("/campaigns/api/v1", "/campaigns/ui/")
+        context = browser.new_context(viewport={"width": 1300, "height": 900})
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        # As Airflow sets it: for the whole site (the API is beside the page, not under it).
+        root = ui.split("/sms/")[0] + "/"
+        context.add_cookies([{"name": "_token", "value": token(auth_manager, name), "url": root}])
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(ui)
+        return page, errors
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def test_an_editor_sees_the_list_a_campaign_its_chart_and_the_numbers(
+    as_user: Any,
+    campaigns: dict[str, int],  # noqa: F811
+) -> None:
+    page, errors = as_user("admin")
+    rows = page.locator("#campaigns tbody tr.campaign")
+    rows.first.wait_for()
+    dags = [rows.nth(i).locator("td").nth(1).inner_text().split(" / ")[0] for i in range(rows.count())]
+    assert dags[:2] == ["dag_b", "dag_a"]
+    row = page.locator(f"tr.campaign[data-id='{campaigns['dag_a']}']")
+    assert "50.0 % delivered" in row.inner_text()
+    assert "3 delivered, 2 failed, 1 not yet final, of 6 sent" in row.locator(".delivery").get_attribute(
+        "title"
+    )
+
+    row.locator("td").first.locator("a").click()
+    page.locator("#chart svg").wait_for()
+    assert page.locator("#chart svg polyline").count() == 2
+    assert page.locator("#failed-numbers code").all_inner_texts() == ["33612000304", "33612000306"]
+    assert page.locator("#csv").get_attribute("href").endswith(f"/campaigns/{campaigns['dag_a']}/failed.csv")
+    assert errors == []
+
+
+def test_a_viewer_sees_masked_numbers_and_no_download(
+    as_user: Any,
+    campaigns: dict[str, int],  # noqa: F811
+) -> None:
+    page, errors = as_user("viewer")
+    page.goto(page.url.split("#")[0] + f"#/campaign/{campaigns['dag_a']}")
+    page.locator("#failed-numbers code").first.wait_for()
+    assert page.locator("#failed-numbers code").all_inner_texts() == ["336•••••304", "336•••••306"]
+    assert page.locator("#csv").count() == 0
+    assert "shown in full only to users who may edit this DAG" in page.locator("#failed-numbers").inner_text()
+    assert errors == []
+
+
+def test_without_a_login_the_page_says_so(browser: Browser, api: str) -> None:  # noqa: F811
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(api.replace("/campaigns/api/v1", "/campaigns/ui/"))
+        assert "Log in to Airflow" in page.locator("#error").inner_text(timeout=15_000)
+    finally:
+        context.close()
