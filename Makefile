@@ -71,8 +71,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-browser:
-	test -x $(CHROMIUM) || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium)
+# A file target, not a command run each time: where chromium is there, it takes no job of `make -j`.
+browser: $(CHROMIUM)
+$(CHROMIUM):
+	export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -86,11 +88,12 @@ docs-check: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 
 # lint, mypy, the manual and the installs first, one at a time. Then the three runs of the suite, two at a
-# time (in a row they took 41 of CI's 57 minutes): each keeps about one core busy (its pytest waits on one
-# Airflow subprocess at a time), so on 2 cores two together take little longer than one. They share no
-# port (each asks the OS for one), no pytest temp dir (a numbered, locked basetemp per session) and no
-# Airflow metadata database (each session migrates its own); --output-sync prints each run's output whole.
-# The deployment suite last and alone: its scenarios wait on a whole distributed Airflow on the same cores.
+# time, the longest first (in a row they took 41 of CI's 57 minutes): each keeps about one core busy (its
+# pytest waits on one Airflow subprocess at a time), so on 2 cores two together take little longer than
+# one. They share no port (each asks the OS for one), no pytest temp dir (a numbered, locked basetemp per
+# session) and no Airflow metadata database (each session migrates its own); --output-sync prints each
+# run's output whole. The deployment suite last and alone: its scenarios wait on a whole distributed
+# Airflow on the same cores.
 SUITE_JOBS ?= 2
 test: lint typecheck docs-check install install-min $(if $(strip $(NEW_PYTHON)),install-newest) browser
 	$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target test-latest test-min test-newest
@@ -102,7 +105,7 @@ NO_DEPLOYMENT := --ignore=tests/deployment
 # Branch coverage of the package, measured in process; settings and fail_under (90 %) in pyproject.toml.
 # `coverage run`, not pytest-cov: the provider's own pytest plugin (entry point pytest11) imports the
 # package before pytest-cov would start, so its import-time lines would count as missed.
-test-latest: $(STAMP) browser
+test-latest: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m coverage run -m pytest $(NO_DEPLOYMENT) $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report
 
