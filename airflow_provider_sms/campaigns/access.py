@@ -6,7 +6,8 @@ Airflow's UI holds: the ``Authorization: Bearer`` header (Airflow 3.0 and 3.1.0 
 send it so), else the ``_token`` cookie (the UI from 3.1.1). No valid token is 401. A user sees the
 campaigns of the DAGs the auth manager lets them read; telephone numbers are personal data, shown in
 full only to users who may edit the DAG that sent them (``PUT`` on the DAG, as Airflow's own "editable
-DAGs" filter asks), masked for the others.
+DAGs" filter asks), masked for the others. With Airflow's multi-team mode, each DAG is checked with its
+team (its bundle's).
 """
 
 from __future__ import annotations
@@ -57,8 +58,28 @@ class Viewer:
         unknown = {dag_id for dag_id in dag_ids if dag_id not in known}
         if not unknown:
             return
-        allowed = get_auth_manager().filter_authorized_dag_ids(dag_ids=unknown, user=self.user, method=method)
+        manager = get_auth_manager()
+        allowed: set[str] = set()
+        # Multi-team deployments (Airflow 3.2+): the auth manager decides per team, and a DAG's team is
+        # its bundle's, which the caller must pass: asked without it, a team's DAG reads as anyone's.
+        for team, group in dags_by_team(unknown).items():
+            teams = {} if team is None else {"team_name": team}
+            allowed |= manager.filter_authorized_dag_ids(
+                dag_ids=group, user=self.user, method=method, **teams
+            )
         known.update({dag_id: dag_id in allowed for dag_id in unknown})
+
+
+def dags_by_team(dag_ids: set[str]) -> dict[str | None, set[str]]:
+    """``dag_ids`` grouped by the team owning their bundle (None: no team, or Airflow before 3.2)."""
+    from airflow.models.dag import DagModel
+
+    mapping = getattr(DagModel, "get_dag_id_to_team_name_mapping", None)
+    teams: dict[str, str | None] = mapping(sorted(dag_ids)) if mapping is not None else {}
+    groups: dict[str | None, set[str]] = {}
+    for dag_id in dag_ids:
+        groups.setdefault(teams.get(dag_id), set()).add(dag_id)
+    return groups
 
 
 def token_of(request: Request) -> str | None:

@@ -338,3 +338,33 @@ def test_the_chart_is_drawn_from_the_timeline(api: str, auth_manager: Any, campa
     assert ys["failed"][0] == bottom
     assert ys["delivered"][-1] == pytest.approx(bottom - (bottom - top) * 3 / 6, abs=0.1)
     assert ys["failed"][-1] == pytest.approx(bottom - (bottom - top) * 2 / 6, abs=0.1)
+
+
+def test_with_teams_each_dag_is_checked_with_its_bundles_team(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.models.dag import DagModel
+
+    from airflow_provider_sms.campaigns.access import dags_by_team
+
+    if not hasattr(DagModel, "get_dag_id_to_team_name_mapping"):
+        # Airflow before 3.2 has no teams: every DAG is asked about without one.
+        assert dags_by_team({"dag_a", "dag_b"}) == {None: {"dag_a", "dag_b"}}
+        return
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    # What the bundles' team rows would say ([core] multi_team, a bundle per team).
+    teams = {"dag_a": "team_a", "dag_b": "team_b"}
+    monkeypatch.setattr(
+        DagModel,
+        "get_dag_id_to_team_name_mapping",
+        staticmethod(lambda dag_ids, **_: {d: teams[d] for d in dag_ids if d in teams}),
+    )
+    viewer_a = auth_manager.generate_jwt(
+        SimpleAuthManagerUser(username="viewer", role="viewer", teams=["team_a"])
+    )
+    headers = {"Authorization": f"Bearer {viewer_a}"}
+
+    listed = httpx.get(f"{api}/campaigns", headers=headers, params={"conn_id": CONN}, timeout=10).json()
+    assert [c["dag_id"] for c in listed["campaigns"]] == ["dag_a"]
+    assert httpx.get(f"{api}/campaigns/{campaigns['dag_b']}", headers=headers, timeout=10).status_code == 404
