@@ -19,6 +19,9 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# At import, in the thread that builds the app: imported first in the indexer's own thread, Airflow's
+# models can deadlock with another thread importing them (seen on Airflow 3.0: xcom <-> taskinstance).
+from airflow.models.xcom import XComModel
 from pydantic import ValidationError
 from sqlalchemy import delete, insert, select, tuple_, update
 from starlette.concurrency import run_in_threadpool
@@ -63,8 +66,6 @@ def index_records(session: Session) -> int:
 
     :return: how many campaigns were added or brought up to date; 0 when another server holds the lock.
     """
-    from airflow.models.xcom import XComModel
-
     cursor = _lock(session)
     if cursor is None:
         return 0

@@ -43,6 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from airflow_provider_sms import codec
 from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
 from airflow_provider_sms.campaigns.api import router as campaigns_router
+from airflow_provider_sms.campaigns.indexer import run_indexer
 from airflow_provider_sms.campaigns.pages import UI_PREFIX as CAMPAIGNS_UI_PREFIX
 from airflow_provider_sms.campaigns.pages import router as campaign_pages
 from airflow_provider_sms.delivery_reports.connections import (
@@ -400,8 +401,6 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        from airflow_provider_sms.campaigns.indexer import run_indexer
-
         tasks = [
             asyncio.create_task(flusher.run(), name="sms delivery-report flusher"),
             asyncio.create_task(run_indexer(), name="sms campaign indexer"),
