@@ -20,10 +20,10 @@ from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticke
 from airflow_provider_sms.delivery_reports.counted_since import (
     REPORT_CLOCK_SKEW,
     count_since,
+    counts_with_arrival,
     reported_before,
 )
 from airflow_provider_sms.delivery_reports.tables import (
-    delivery_campaign_table,
     delivery_count_table,
     delivery_country_table,
     delivery_message_table,
@@ -114,24 +114,11 @@ def page_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[in
         return {}
     tickets = campaign_ticket_table.c
     counts = delivery_count_table.c
-    campaigns = delivery_campaign_table.c
     found = session.execute(
-        select(
-            tickets.campaign_row,
-            tickets.conn_id,
-            tickets.campaign_id,
-            counts.status,
-            counts.messages,
-            campaigns.first_received_at,
-            campaigns.first_reported_at,
-        )
+        counts_with_arrival(tickets.campaign_row)
         .join(
-            delivery_count_table,
-            and_(counts.conn_id == tickets.conn_id, counts.campaign_id == tickets.campaign_id),
-        )
-        .join(
-            delivery_campaign_table,
-            and_(campaigns.conn_id == tickets.conn_id, campaigns.campaign_id == tickets.campaign_id),
+            campaign_ticket_table,
+            and_(tickets.conn_id == counts.conn_id, tickets.campaign_id == counts.campaign_id),
         )
         .where(tickets.campaign_row.in_([row.id for row in rows]))
     ).all()

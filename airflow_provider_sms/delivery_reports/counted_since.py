@@ -27,12 +27,32 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from sqlalchemy import ColumnElement, Subquery
+    from sqlalchemy import ColumnElement, Select, Subquery
     from sqlalchemy.orm import Session
 
 # How much earlier than the send a report of its campaign may be dated: the service's clock and ours
 # may disagree. A summary counted from a send leaves out reports dated earlier still (a reused id's).
 REPORT_CLOCK_SKEW = timedelta(minutes=1)
+
+
+def counts_with_arrival(*columns: Any) -> Select[Any]:
+    """The kept counts (campaign, status, messages) with their campaign's first arrival and first date,
+    in one statement (``columns`` first, e.g. those of a table joined on by the caller): what decides
+    whether a campaign's counts may be read from a send's time on (:func:`reported_before`)."""
+    counts = delivery_count_table.c
+    campaigns = delivery_campaign_table.c
+    return select(
+        *columns,
+        counts.conn_id,
+        counts.campaign_id,
+        counts.status,
+        counts.messages,
+        campaigns.first_received_at,
+        campaigns.first_reported_at,
+    ).join(
+        delivery_campaign_table,
+        and_(campaigns.conn_id == counts.conn_id, campaigns.campaign_id == counts.campaign_id),
+    )
 
 
 def read_counts(
@@ -45,20 +65,8 @@ def read_counts(
     flusher committing meanwhile cannot make an id look new while its counts hold the earlier campaign.
     """
     counts = delivery_count_table.c
-    campaigns = delivery_campaign_table.c
     rows = session.execute(
-        select(
-            counts.campaign_id,
-            counts.status,
-            counts.messages,
-            campaigns.first_received_at,
-            campaigns.first_reported_at,
-        )
-        .join(
-            delivery_campaign_table,
-            and_(campaigns.conn_id == counts.conn_id, campaigns.campaign_id == counts.campaign_id),
-        )
-        .where(counts.conn_id == conn_id, counts.campaign_id.in_(list(campaign_ids)))
+        counts_with_arrival().where(counts.conn_id == conn_id, counts.campaign_id.in_(list(campaign_ids)))
     ).all()
     reused = (
         {
