@@ -1,8 +1,9 @@
 """Fixtures of the browser tests: a real ``airflow api-server`` and a headless Debian chromium.
 
 The API server runs from this venv (so it loads this provider and runs ``SmsHook.test_connection`` in
-its own process) on a free 127.0.0.1 port, with the simple auth manager making everyone an admin and
-connection testing enabled. Chromium is Debian's (``apt-get install chromium``), driven by Playwright's
+its own process) on a free 127.0.0.1 port: ``api_server``, on the session's home, with the simple auth
+manager making everyone an admin and connection testing enabled; ``running_api_server`` for a test that
+sets its own home and users (tests/ui/test_campaigns_in_airflow.py). Chromium is Debian's (``apt-get install chromium``), driven by Playwright's
 Python package with ``executable_path``: no browser download. A missing browser or Playwright fails the
 test with the command to install it; it never skips.
 """
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,9 +48,10 @@ CHROMIUM_ARGS = [
 # Upper bounds: a server that does not come up fails the test instead of hanging the suite.
 SERVER_START_TIMEOUT = 120.0
 SERVER_STOP_TIMEOUT = 15.0
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -72,25 +75,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-@pytest.fixture(scope="module")
-def api_server(airflow_home: Path, token_canary: TokenCanary) -> Iterator[str]:
-    """``airflow api-server`` on a free 127.0.0.1 port, stopped after the module; yields its base URL.
+@contextmanager
+def running_api_server(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
+    """``airflow api-server`` on 127.0.0.1:``port`` with ``env``, until the block ends; yields its base URL.
 
-    Its log (``api-server.log``, where the Test button's hook logs) is checked by the token canary.
+    :param env: the server's environment (``airflow_env(...)`` with its settings).
+    :param port: a free port (``env``'s ``[api] base_url`` must name it).
+    :param log_path: where its output goes.
     """
-    port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = airflow_env(
-        airflow_home,
-        AIRFLOW__CORE__AUTH_MANAGER=(
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-        ),
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
-        AIRFLOW__CORE__TEST_CONNECTION="Enabled",
-        AIRFLOW__API__BASE_URL=url,
-    )
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "api-server.log"
     with log_path.open("wb") as log:
         # A new session makes the server the leader of a process group, so _stop reaches its workers.
         process = subprocess.Popen(
@@ -116,6 +110,26 @@ def api_server(airflow_home: Path, token_canary: TokenCanary) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+
+
+@pytest.fixture(scope="module")
+def api_server(airflow_home: Path, token_canary: TokenCanary) -> Iterator[str]:
+    """``airflow api-server`` on a free 127.0.0.1 port, stopped after the module; yields its base URL.
+
+    Everyone is an admin. Its log (``api-server.log``, where the Test button's hook logs) is checked by
+    the token canary.
+    """
+    port = free_port()
+    env = airflow_env(
+        airflow_home,
+        AIRFLOW__CORE__AUTH_MANAGER=SIMPLE_AUTH_MANAGER,
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+        AIRFLOW__CORE__TEST_CONNECTION="Enabled",
+        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
+    )
+    log_path = ARTIFACTS / "api-server.log"
+    with running_api_server(env, port, log_path) as url:
+        yield url
     token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
 
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.integration.test_campaigns_api import api, auth_manager, campaigns, token  # noqa: F401
-from tests.ui.conftest import ARTIFACTS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -60,12 +59,8 @@ def test_an_editor_sees_the_list_a_campaign_its_chart_and_the_numbers(
         "title"
     )
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=ARTIFACTS / "campaigns-list.png", animations="disabled")
-
     row.locator("td").first.locator("a").click()
     page.locator("#chart svg").wait_for()
-    page.screenshot(path=ARTIFACTS / "campaigns-campaign.png", full_page=True, animations="disabled")
     assert page.locator("#chart svg polyline").count() == 2
     assert page.locator("#failed-numbers code").all_inner_texts() == ["33612000304", "33612000306"]
     assert page.locator("#csv").get_attribute("href").endswith(f"/campaigns/{campaigns['dag_a']}/failed.csv")

@@ -1,0 +1,279 @@
+"""The campaigns page inside Airflow's own UI, in Debian's chromium, as a user meets it.
+
+A real ``airflow api-server`` (Airflow's React UI, the simple auth manager's login page, the provider's
+plugin with its receiver, flusher and campaign indexer) on a SQLite home of its own, in multi-team
+mode: two DAG bundles, ``team_a`` and ``team_b``, each with a DAG that sends a campaign of six numbers
+to the sandbox through ``airflow dags test``. The sandbox posts the delivery reports to the API server
+(delivered, delivered, delivered, expired, not delivered, and one still ``sent``), so the campaigns
+are listed with their delivery by the provider's own path. Users: ``admin`` (every DAG) and
+``viewer``, a viewer of team A's DAGs only.
+
+Screenshots (``tests/ui/artifacts/``): ``campaigns-list.png``, ``campaigns-campaign.png`` and
+``campaigns-run-tab.png``, the pictures of the Campaigns page of the manual.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests.conftest import AIRFLOW, DAG_TEST_TIMEOUT, MIGRATE_TIMEOUT, airflow_env, plain_output
+from tests.ui.conftest import ARTIFACTS, SIMPLE_AUTH_MANAGER, free_port, running_api_server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from playwright.sync_api import Browser, FrameLocator, Page
+
+    from tests.token_canary import TokenCanary
+
+pytestmark = pytest.mark.ui
+
+TEAM_DAGS = Path(__file__).with_name("team_dags")
+DAG_A, DAG_B = "sms_team_a_campaign", "sms_team_b_campaign"
+PASSWORDS = {"admin": "admin-password-e2e", "viewer": "viewer-password-e2e"}
+# The reports' statuses, number after number: 3 delivered, 12 expired, 2 not delivered, 1 sent (not final).
+STATUSES = [3, 3, 3, 12, 2, 1]
+FAILED_STATUSES = {12: "expired", 2: "not delivered"}
+# Upper bound for the reports to be stored, flushed and the campaigns indexed (each every few seconds).
+LISTED_TIMEOUT = 90.0
+CAMPAIGNS_API = "/sms/campaigns/api/v1"
+
+
+@dataclass
+class TeamAirflow:
+    """The running deployment: its URL, its DAG runs, the sandbox behind it."""
+
+    url: str
+    runs: dict[str, str]
+    sandbox: Any
+
+    def frame(self, page: Page) -> FrameLocator:
+        """The campaigns page in Airflow's frame."""
+        return page.frame_locator("iframe[src*='/sms/campaigns/ui/']")
+
+    def login(self, page: Page, user: str) -> None:
+        """Sign in through the simple auth manager's login page."""
+        page.goto(self.url)
+        page.get_by_label("Username").fill(user)
+        page.get_by_label("Password").fill(PASSWORDS[user])
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{self.url}/")
+
+    def token(self, user: str) -> str:
+        answer = requests.post(
+            f"{self.url}/auth/token", json={"username": user, "password": PASSWORDS[user]}, timeout=10
+        )
+        answer.raise_for_status()
+        return str(answer.json()["access_token"])
+
+
+def _airflow(env: dict[str, str], *args: str, timeout: float = MIGRATE_TIMEOUT) -> str:
+    """Run one ``airflow`` command; its output, or the test fails with it."""
+    process = subprocess.run(
+        [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if process.returncode != 0:
+        pytest.fail(f"airflow {' '.join(args)} failed:\n{plain_output(process)[-3000:]}")
+    return process.stdout + process.stderr
+
+
+@pytest.fixture(scope="module")
+def team_airflow(
+    tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCanary
+) -> Iterator[TeamAirflow]:
+    from airflow_provider_sms.sandbox.server import SandboxServer
+
+    home = tmp_path_factory.mktemp("airflow_teams")
+    token_canary.watch_airflow_home(home)
+    # The simple auth manager reads its users' passwords from this file (it writes random ones otherwise).
+    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps(PASSWORDS))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    bundles = [
+        {
+            "name": f"bundle_{team}",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(TEAM_DAGS / team)},
+            "team_name": team,
+        }
+        for team in ("team_a", "team_b")
+    ]
+    with SandboxServer(token=TEST_TOKEN, dlr=True, dlr_statuses=tuple(STATUSES)) as sandbox:
+        sandbox.inspect.set_webhook("1", url=f"{url}/sms/delivery-reports/sms_default")
+        connection = sandbox.connection_json(dlr_webhook_id="1", dlr_allowed_callers=["127.0.0.1"])
+        env = airflow_env(
+            home,
+            AIRFLOW__CORE__AUTH_MANAGER=SIMPLE_AUTH_MANAGER,
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="viewer:viewer:team_a,admin:admin",
+            AIRFLOW__CORE__MULTI_TEAM="True",
+            AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST=json.dumps(bundles),
+            AIRFLOW__API__BASE_URL=url,
+            AIRFLOW__API_AUTH__JWT_SECRET="campaigns-e2e-jwt-secret-0123456789abcdef",
+            AIRFLOW_CONN_SMS_DEFAULT=connection,
+        )
+        _airflow(env, "db", "migrate")
+        _airflow(env, "teams", "sync")  # the teams named by the bundles
+        _airflow(env, "dags", "reserialize")  # each DAG with its bundle, so with its team
+        log_path = ARTIFACTS / "api-server-teams.log"
+        with running_api_server(env, port, log_path):
+            runs = {}
+            for dag_id in (DAG_A, DAG_B):
+                output = _airflow(env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
+                token_canary.check_output(output, f"output of airflow dags test {dag_id}")
+                runs[dag_id] = _latest_run(home, dag_id)
+            deployment = TeamAirflow(url=url, runs=runs, sandbox=sandbox)
+            _wait_until_listed(deployment)
+            yield deployment
+        token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
+
+
+def _latest_run(home: Path, dag_id: str) -> str:
+    import sqlite3
+
+    with sqlite3.connect(home / "airflow.db") as db:
+        (run_id,) = db.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+        ).fetchone()
+    return str(run_id)
+
+
+def _wait_until_listed(deployment: TeamAirflow) -> None:
+    """Until both campaigns are listed with every final report counted (5 of 6 messages each)."""
+    headers = {"Authorization": f"Bearer {deployment.token('admin')}"}
+    deadline = time.monotonic() + LISTED_TIMEOUT
+    listed: Any = None
+    while time.monotonic() < deadline:
+        listed = requests.get(
+            f"{deployment.url}{CAMPAIGNS_API}/campaigns", headers=headers, timeout=10
+        ).json()
+        finals = {c["dag_id"]: c["delivery"]["not_final"] for c in listed.get("campaigns", [])}
+        if finals == {DAG_A: 1, DAG_B: 1}:
+            return
+        time.sleep(1)
+    pytest.fail(f"the campaigns were not listed with their reports within {LISTED_TIMEOUT}s: {listed}")
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh browser page; every wait bounded at 20 s; console errors of the campaigns page fail it."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(message.text)
+            if message.type == "error" and "/sms/campaigns/" in message.location.get("url", "")
+            else None
+        ),
+    )
+    try:
+        yield page
+    finally:
+        context.close()
+    assert errors == [], f"the campaigns page logged errors: {errors}"
+
+
+def _rows(frame: FrameLocator) -> list[str]:
+    rows = frame.locator("#campaigns tbody tr.campaign")
+    rows.first.wait_for()
+    return [rows.nth(index).inner_text() for index in range(rows.count())]
+
+
+def test_an_admin_finds_the_page_in_the_nav_and_sees_every_teams_campaigns(
+    team_airflow: TeamAirflow, page: Page
+) -> None:
+    team_airflow.login(page, "admin")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="SMS campaigns").click()
+    page.wait_for_url(f"{team_airflow.url}/plugin/sms-campaigns")
+
+    rows = _rows(team_airflow.frame(page))
+    assert [row.split("\t")[1].split(" / ")[0] for row in rows] == [DAG_B, DAG_A]
+    tickets = sorted(int(c["ticket"]) for c in team_airflow.sandbox.inspect.campaigns())
+    assert all("50.0 % delivered" in row for row in rows)
+    assert sorted(int(row.split("\t")[2]) for row in rows) == tickets
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "campaigns-list.png", animations="disabled")
+
+
+def test_a_campaign_draws_its_chart_and_its_csv_is_the_sandboxs_failures(
+    team_airflow: TeamAirflow, page: Page
+) -> None:
+    team_airflow.login(page, "admin")
+    page.goto(f"{team_airflow.url}/plugin/sms-campaigns")
+    frame = team_airflow.frame(page)
+    frame.locator("#campaigns tbody tr.campaign", has_text=DAG_A).locator("td").first.locator("a").click()
+    frame.locator("#chart svg").wait_for()
+    assert frame.locator("#chart svg polyline").count() == 2  # delivered and failed
+    assert frame.locator("#failed-numbers code").all_inner_texts() == ["33612000404", "33612000405"]
+    page.screenshot(path=ARTIFACTS / "campaigns-campaign.png", full_page=True, animations="disabled")
+
+    with page.expect_download() as download:
+        frame.locator("#csv").click()
+    lines = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
+    (ticket,) = [int(c["ticket"]) for c in team_airflow.sandbox.inspect.campaigns() if "shipped" in c["text"]]
+    expected = sorted(
+        (report["destination"], FAILED_STATUSES[report["status"]])
+        for report in team_airflow.sandbox.inspect.delivery_report_ledger()
+        if report["campaign_id"] == ticket and report["status"] in FAILED_STATUSES
+    )
+    assert lines[0] == ["number", "status", "country", "reported_at"]
+    assert sorted((number, status) for number, status, _, _ in lines[1:]) == expected
+    assert len(expected) == 2
+
+
+def test_the_dag_run_tab_lists_that_runs_campaign(team_airflow: TeamAirflow, page: Page) -> None:
+    team_airflow.login(page, "admin")
+    run_id = team_airflow.runs[DAG_A]
+    page.goto(f"{team_airflow.url}/dags/{DAG_A}/runs/{quote(run_id)}")
+    page.get_by_role("link", name="SMS campaigns").click()
+    page.wait_for_url("**/plugin/sms-campaigns-run")
+
+    frame = team_airflow.frame(page)
+    (row,) = _rows(frame)
+    assert f"{DAG_A} / {run_id} / send" in row
+    assert frame.locator("h1").inner_text() == "SMS campaigns of this run"
+    assert (
+        "null" not in frame.locator("#app").inner_text()
+    )  # the tab has no filters, and says nothing of them
+    page.screenshot(path=ARTIFACTS / "campaigns-run-tab.png", animations="disabled")
+
+
+def test_a_viewer_of_team_a_sees_only_its_campaign_with_masked_numbers(
+    team_airflow: TeamAirflow, page: Page
+) -> None:
+    team_airflow.login(page, "viewer")
+    page.goto(f"{team_airflow.url}/plugin/sms-campaigns")
+    frame = team_airflow.frame(page)
+    (row,) = _rows(frame)
+    assert DAG_A in row
+
+    frame.locator("#campaigns tbody tr.campaign").locator("td").first.locator("a").click()
+    frame.locator("#failed-numbers code").first.wait_for()
+    assert frame.locator("#failed-numbers code").all_inner_texts() == ["336•••••404", "336•••••405"]
+    assert frame.locator("#csv").count() == 0
+
+    # Team B's campaign through the JSON API, with the viewer's login (the UI's cookie): as if none.
+    admin = {"Authorization": f"Bearer {team_airflow.token('admin')}"}
+    every = requests.get(f"{team_airflow.url}{CAMPAIGNS_API}/campaigns", headers=admin, timeout=10).json()
+    (team_b,) = [c["id"] for c in every["campaigns"] if c["dag_id"] == DAG_B]
+    assert page.request.get(f"{team_airflow.url}{CAMPAIGNS_API}/campaigns/{team_b}").status == 404
+
+
+def test_the_json_api_without_a_login_is_401(team_airflow: TeamAirflow) -> None:
+    for path in ("/campaigns", "/campaigns/1", "/campaigns/1/failed.csv"):
+        assert requests.get(f"{team_airflow.url}{CAMPAIGNS_API}{path}", timeout=10).status_code == 401
