@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# At import, in the thread that builds the app (as the campaign indexer's XCom model): imported first in
+# the flusher's worker thread, Airflow's models can deadlock with another thread importing them.
+from airflow.assets.manager import asset_manager
+from airflow.models.asset import AssetActive, AssetModel
 from sqlalchemy import func, select, tuple_, update
 
 from airflow_provider_sms.delivery_reports.store import write_rows
@@ -171,8 +175,6 @@ def flush_batch(
     )
     batch = Batch(conn_id, number, len(rows), ids[0], ids[-1], sorted({row.campaign_id for row in rows}))
     if asset is not None:
-        from airflow.assets.manager import asset_manager
-
         asset_manager.register_asset_change(asset=asset, extra=batch.event_extra(), session=session)
     return batch
 
@@ -380,8 +382,6 @@ class DeclaredAssets:
 
     def get(self, name: str, session: Session) -> Any:
         """The asset's row (its name and URI are what is used), or None when no DAG declares it."""
-        from airflow.models.asset import AssetActive, AssetModel
-
         known = self._known.get(name)
         if known is not None and known[1] > time.monotonic():
             return known[0]
