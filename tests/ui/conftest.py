@@ -3,9 +3,9 @@
 The API server runs from this venv (so it loads this provider and runs ``SmsHook.test_connection`` in
 its own process) on a free 127.0.0.1 port: ``api_server``, on the session's home, with the simple auth
 manager making everyone an admin and connection testing enabled; ``running_api_server`` for a test that
-sets its own home and users (tests/ui/test_campaigns_in_airflow.py). Chromium is Debian's (``apt-get install chromium``), driven by Playwright's
-Python package with ``executable_path``: no browser download. A missing browser or Playwright fails the
-test with the command to install it; it never skips.
+sets its own home and users (tests/ui/test_campaigns_in_airflow.py). Chromium is Debian's (``apt-get
+install chromium``), driven by Playwright's Python package with ``executable_path``: no browser
+download. A missing browser or Playwright fails the test with the command to install it; it never skips.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -277,3 +278,21 @@ def test_a_viewer_of_team_a_sees_only_its_campaign_with_masked_numbers(
 def test_the_json_api_without_a_login_is_401(team_airflow: TeamAirflow) -> None:
     for path in ("/campaigns", "/campaigns/1", "/campaigns/1/failed.csv"):
         assert requests.get(f"{team_airflow.url}{CAMPAIGNS_API}{path}", timeout=10).status_code == 401
+
+
+def test_the_page_follows_airflows_dark_mode(team_airflow: TeamAirflow, page: Page) -> None:
+    from playwright.sync_api import expect
+
+    team_airflow.login(page, "admin")
+    page.goto(f"{team_airflow.url}/plugin/sms-campaigns")
+    frame = team_airflow.frame(page)
+    _rows(frame)
+    light = frame.locator("body").evaluate("body => getComputedStyle(body).backgroundColor")
+    expect(frame.locator("html")).not_to_have_class(re.compile(r"\bdark\b"))
+
+    page.get_by_role("button", name="User").click()
+    page.get_by_role("menuitem", name="Appearance").hover()
+    page.get_by_role("menuitemradio", name="Dark Mode").click()
+    expect(frame.locator("html")).to_have_class(re.compile(r"\bdark\b"))
+    dark = frame.locator("body").evaluate("body => getComputedStyle(body).backgroundColor")
+    assert dark != light
