@@ -38,6 +38,8 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": integration, "python-modules": ["airflow_provider_sms.triggers.sms"]}
         ],
         "notifications": ["airflow_provider_sms.notifications.sms.SmsNotifier"],
+        # The send operators' "SMS campaign" link (declared on them too: operator_extra_links).
+        "extra-links": ["airflow_provider_sms.campaigns.link.SmsCampaignLink"],
         # Loaded through the airflow.plugins entry point; listed here so that Airflow describes it.
         "plugins": [
             {

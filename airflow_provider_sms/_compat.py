@@ -1,5 +1,5 @@
-"""Helpers common-compat gained after 1.20, its last release for Python 3.10, and a way around a gap of
-Airflow's ``dags test``. Not public API.
+"""Helpers common-compat gained after 1.20, its last release for Python 3.10, a way around a gap of
+Airflow's ``dags test``, and what the running Airflow can show. Not public API.
 
 Each is taken from common-compat where the installed release has it, else done the way common-compat
 does it, so the provider keeps masking the token and the triggerer's event loop stays unblocked on
@@ -38,3 +38,11 @@ def supervisor_comms_cannot_await() -> bool:
 
     comms = getattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS", None)
     return comms is not None and not hasattr(comms, "asend")
+
+
+def airflow_has_plugin_pages() -> bool:
+    """Whether Airflow's UI shows plugins' pages (``external_views``): Airflow 3.1 and later."""
+    from airflow import __version__
+    from packaging.version import Version
+
+    return Version(__version__).release >= (3, 1)

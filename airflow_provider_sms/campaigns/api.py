@@ -2,7 +2,7 @@
 ``/sms/campaigns/api/v1``. Not public API (the routes and answers are: see the Campaigns page).
 
 - ``GET /campaigns``: a page of campaigns, newest first; filters ``conn_id``, ``dag_id``, ``run_id``,
-  ``since``, ``until``; ``limit`` and ``before`` page.
+  ``task_id``, ``map_index``, ``since``, ``until``, ``delivery``; ``limit`` and ``before`` page.
 - ``GET /campaigns/{id}``: one campaign, its delivery over time, its failures by status and by
   country, the first page of its failed numbers.
 - ``GET /campaigns/{id}/delivery.svg``: its delivery over time, drawn.
@@ -96,8 +96,11 @@ async def list_campaigns(
     conn_id: Annotated[str | None, Query(max_length=250)] = None,
     dag_id: Annotated[str | None, Query(max_length=250)] = None,
     run_id: Annotated[str | None, Query(max_length=250)] = None,
+    task_id: Annotated[str | None, Query(max_length=250)] = None,
+    map_index: Annotated[int | None, Query(ge=-1, le=2**31 - 1)] = None,
     since: Instant = None,
     until: Instant = None,
+    delivery: queries.DeliveryState | None = None,
     before: Annotated[int | None, Query(ge=1, le=CAMPAIGN_ID_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
 ) -> Response:
@@ -111,8 +114,11 @@ async def list_campaigns(
             conn_id=conn_id,
             dag_id=dag_id,
             run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
             since=since,
             until=until,
+            delivery=delivery,
             before=before,
             limit=limit,
         )

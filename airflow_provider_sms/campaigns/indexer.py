@@ -150,6 +150,7 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
         values = {
             "conn_id": record.conn_id,
             "outcome": record.outcome,
+            "sent": record.sent,
             "recorded_at": recorded_at,
             "record": record.xcom_value(),
         }

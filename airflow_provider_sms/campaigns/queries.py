@@ -5,14 +5,21 @@ A page is read from ``sms_campaign`` newest first (``idx_sms_campaign_sent``), l
 user may read; the delivery of its campaigns from the counts the flusher keeps, in one statement for
 the page, counted from each campaign's send (a campaign id the service reused is counted from its
 reports since the send, as the delivery wait counts it).
+
+The delivery filter (:data:`DELIVERY_STATES`) is asked of SQL first, on the kept counts summed over
+each campaign's tickets against its ``sent`` column, row by row in page order (so a page stops reading
+once full, whatever the number of campaigns); each campaign it finds is checked again with its exact
+delivery (:func:`page_delivery`), which shows on the page. The two agree except for a reused campaign
+id, whose kept counts may hold an earlier campaign: such campaigns are always read and left to the
+exact check.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, exists, func, or_, select
 
 from airflow_provider_sms.campaigns.record import CampaignRecord
 from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
@@ -24,6 +31,7 @@ from airflow_provider_sms.delivery_reports.counted_since import (
     reported_before,
 )
 from airflow_provider_sms.delivery_reports.tables import (
+    delivery_campaign_table,
     delivery_count_table,
     delivery_country_table,
     delivery_message_table,
@@ -35,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
     from datetime import datetime
 
-    from sqlalchemy import ColumnElement
+    from sqlalchemy import ColumnElement, ScalarSelect
     from sqlalchemy.orm import Session
 
 # Campaigns per page: the most, and when the caller does not say.
@@ -44,6 +52,12 @@ MAX_PAGE, DEFAULT_PAGE = 200, 50
 MAX_POINTS = 500
 # Numbers per IN list when reading the failed numbers' details.
 DETAILS_CHUNK = 500
+# The list's delivery filter: some messages not final yet; every message sent final; a failure or more.
+DeliveryState = Literal["not_final", "complete", "with_failures"]
+DELIVERY_STATES: tuple[str, ...] = get_args(DeliveryState)
+# The most campaigns one filtered page reads: a page may then hold fewer than asked, its ``next`` says
+# where to read on.
+MAX_SCANNED = 1000
 
 
 def dag_ids_with_campaigns(session: Session) -> set[str]:
@@ -58,46 +72,147 @@ def campaign_page(
     conn_id: str | None = None,
     dag_id: str | None = None,
     run_id: str | None = None,
+    task_id: str | None = None,
+    map_index: int | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    delivery: DeliveryState | None = None,
     before: int | None = None,
     limit: int = DEFAULT_PAGE,
 ) -> CampaignPage:
     """A page of the campaigns of the ``readable`` DAGs, newest first.
 
+    :param task_id: only this task's; ``map_index``: only this mapped task instance's.
     :param since: sent at or after; ``until``: sent before.
+    :param delivery: only the campaigns whose delivery stands so (:data:`DELIVERY_STATES`); such a page
+        may hold fewer than ``limit`` campaigns with a ``next`` (it reads :data:`MAX_SCANNED` at most).
     :param before: the page starts after this campaign (the previous page's ``next``).
     """
     table = campaign_table.c
     conditions: list[ColumnElement[bool]] = [table.dag_id.in_(sorted(readable))]
-    if conn_id is not None:
-        conditions.append(table.conn_id == conn_id)
-    if dag_id is not None:
-        conditions.append(table.dag_id == dag_id)
-    if run_id is not None:
-        conditions.append(table.run_id == run_id)
+    for column, value in (
+        (table.conn_id, conn_id),
+        (table.dag_id, dag_id),
+        (table.run_id, run_id),
+        (table.task_id, task_id),
+        (table.map_index, map_index),
+    ):
+        if value is not None:
+            conditions.append(column == value)
     if since is not None:
         conditions.append(table.sent_at >= since)
     if until is not None:
         conditions.append(table.sent_at < until)
+    if delivery is not None:
+        conditions.append(or_(_kept_delivery_is(delivery), _maybe_reused()))
+    start = None
     if before is not None:
         start = session.execute(select(table.sent_at, table.id).where(table.id == before)).one_or_none()
-        if start is not None:
-            conditions.append(
-                or_(table.sent_at < start.sent_at, and_(table.sent_at == start.sent_at, table.id < start.id))
-            )
-    rows = session.execute(
-        select(campaign_table)
-        .where(*conditions)
-        .order_by(table.sent_at.desc(), table.id.desc())
-        .limit(limit + 1)
-    ).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    deliveries = page_delivery(session, rows)
+    if delivery is None:
+        rows = _rows_after(session, conditions, start, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        deliveries = page_delivery(session, rows)
+        return CampaignPage(
+            campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
+            next=str(rows[-1].id) if more else None,
+        )
+    found: list[tuple[Any, Counter[int]]] = []
+    scanned = 0
+    while True:
+        rows = _rows_after(session, conditions, start, limit + 1)
+        deliveries = page_delivery(session, rows)
+        found += [
+            (row, deliveries[row.id])
+            for row in rows
+            if delivery_is(delivery, delivery_of(row.sent, deliveries[row.id]))
+        ]
+        scanned += len(rows)
+        if len(found) > limit:
+            found = found[:limit]
+            next_row = found[-1][0]
+            break
+        if len(rows) <= limit:
+            next_row = None  # read to the end
+            break
+        if scanned >= MAX_SCANNED:
+            next_row = rows[-1]  # bounded: the next page reads on from the last campaign read
+            break
+        start = rows[-1]
     return CampaignPage(
-        campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
-        next=str(rows[-1].id) if more else None,
+        campaigns=[campaign_of(row, statuses) for row, statuses in found],
+        next=str(next_row.id) if next_row is not None else None,
+    )
+
+
+def _rows_after(
+    session: Session, conditions: Sequence[ColumnElement[bool]], start: Any, limit: int
+) -> Sequence[Any]:
+    """At most ``limit`` campaign rows meeting ``conditions``, newest first, after ``start`` (a row with
+    ``sent_at`` and ``id``; None: from the newest)."""
+    table = campaign_table.c
+    after = (
+        [or_(table.sent_at < start.sent_at, and_(table.sent_at == start.sent_at, table.id < start.id))]
+        if start is not None
+        else []
+    )
+    return session.execute(
+        select(campaign_table)
+        .where(*conditions, *after)
+        .order_by(table.sent_at.desc(), table.id.desc())
+        .limit(limit)
+    ).all()
+
+
+def delivery_is(state: DeliveryState, delivery: Delivery) -> bool:
+    """Whether ``delivery`` stands as ``state`` says (the exact check of the list's delivery filter)."""
+    if state == "not_final":
+        return delivery.not_final > 0
+    if state == "complete":
+        return delivery.not_final == 0
+    return delivery.failed > 0
+
+
+def _kept_messages(*, excluding: Collection[int]) -> ScalarSelect[int]:
+    """The kept messages of the outer campaign row's tickets whose status is not in ``excluding``."""
+    tickets = campaign_ticket_table.c
+    counts = delivery_count_table.c
+    return (
+        select(func.coalesce(func.sum(counts.messages), 0))
+        .select_from(
+            campaign_ticket_table.join(
+                delivery_count_table,
+                and_(counts.conn_id == tickets.conn_id, counts.campaign_id == tickets.campaign_id),
+            )
+        )
+        .where(tickets.campaign_row == campaign_table.c.id, counts.status.not_in(sorted(excluding)))
+        .scalar_subquery()
+    )
+
+
+def _kept_delivery_is(state: DeliveryState) -> ColumnElement[bool]:
+    """``state`` of the outer campaign row by its kept counts (as :func:`delivery_of` reads them)."""
+    sent = campaign_table.c.sent
+    final = _kept_messages(excluding=PENDING_DELIVERY_STATUSES)
+    if state == "not_final":
+        return sent > final
+    if state == "complete":
+        return sent <= final
+    return _kept_messages(excluding=PENDING_DELIVERY_STATUSES | DELIVERED_STATUSES) > 0
+
+
+def _maybe_reused() -> ColumnElement[bool]:
+    """Whether a ticket of the outer campaign row had reports from before its send (a reused id: its kept
+    counts may hold the earlier campaign's). Wider than :func:`reported_before` (no clock allowance, which
+    SQL dialects write differently): the exact check decides."""
+    tickets = campaign_ticket_table.c
+    arrivals = delivery_campaign_table.c
+    sent_at = campaign_table.c.sent_at
+    return exists().where(
+        tickets.campaign_row == campaign_table.c.id,
+        arrivals.conn_id == tickets.conn_id,
+        arrivals.campaign_id == tickets.campaign_id,
+        or_(arrivals.first_received_at < sent_at, arrivals.first_reported_at < sent_at),
     )
 
 

@@ -31,6 +31,9 @@ campaign_table = Table(
     # The XCom row's time: a later push of the same campaign (a retry that resumed it) replaces it.
     Column("recorded_at", Timestamp, nullable=False),
     Column("record", JSON, nullable=False),
+    # The record's ``sent`` (numbers the service accepted): the list's delivery filter compares the
+    # kept counts with it in SQL (migration 0006).
+    Column("sent", BigInteger, nullable=False, server_default="0"),
     # A task instance sends one campaign per send guard: a new one (the guard deleted, the task cleared)
     # starts at another time and gets its own row.
     UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "sent_at", name="sms_campaign_task_uq"),

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_provider_sms.campaigns.link import CAMPAIGNS_ROUTE
+
 # Where the campaigns page is, under the provider's app.
 CAMPAIGNS_PAGE = "/sms/campaigns/ui/"
 
@@ -50,7 +52,8 @@ class SmsDeliveryReportsPlugin(AirflowPlugin):
                 "href": page,
                 "destination": "nav",
                 "category": "browse",
-                "url_route": "sms-campaigns",
+                # The send tasks' "SMS campaign" extra link opens the page at this route.
+                "url_route": CAMPAIGNS_ROUTE,
                 **icons,
             },
             {
@@ -58,7 +61,7 @@ class SmsDeliveryReportsPlugin(AirflowPlugin):
                 # Airflow fills in the run's DAG and id (URL-encoded from 3.2; 3.1 puts them as they are).
                 "href": page + "?dag_id={DAG_ID}&run_id={RUN_ID}",
                 "destination": "dag_run",
-                "url_route": "sms-campaigns-run",
+                "url_route": f"{CAMPAIGNS_ROUTE}-run",
                 **icons,
             },
         ]

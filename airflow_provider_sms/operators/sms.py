@@ -5,8 +5,9 @@ does. They hold the task's arguments (templated, checked when the DAG file is pa
 not templates) and hand the run to :mod:`._campaign_run`: validation of everything before the first
 request, the estimate of SMS parts, batching, the gates and the send guard.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
-exceptions; the hook, the models and the send guard are imported when a task runs.
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments`, the
+exceptions and the extra link (:mod:`airflow_provider_sms.campaigns.link`); the hook, the models and
+the send guard are imported when a task runs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from airflow_provider_sms._task_arguments import (
     check_send_window,
     is_template,
 )
+from airflow_provider_sms.campaigns.link import SmsCampaignLink
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -209,6 +211,10 @@ class SmsSendBaseOperator(SmsBaseOperator):
     )
     ui_color = "#fadbd8"
     sends = True
+    # "SMS campaign": the campaign on the campaigns page (Airflow 3.1+), once a record is pushed.
+    operator_extra_links = (SmsCampaignLink(),)
+    # Whether this run of the task pushed a campaign record (read by the extra link when the task ends).
+    campaign_recorded = False
 
     def __init__(
         self,
@@ -284,6 +290,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
             )
             if record is not None:
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.xcom_value())
+                self.campaign_recorded = True
         except Exception as exc:
             self.log.warning(
                 "The campaign record (XCom %r) could not be pushed: %s; the campaigns page will not list "

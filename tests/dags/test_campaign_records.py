@@ -8,13 +8,16 @@ record stays when Airflow clears the task's XComs.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from sqlalchemy import select
 
+from airflow_provider_sms._compat import airflow_has_plugin_pages
 from airflow_provider_sms.campaigns.indexer import index_once
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
 
@@ -23,6 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags]
 DAGS = Path(__file__).parent
 REMINDER = DAGS / "campaign_dags" / "sms_daily_reminder.py"
 RETRIES = DAGS / "fault_dags" / "sms_send_with_retries.py"
+PLUGIN_PAGES = airflow_has_plugin_pages()
 
 
 def latest_run(airflow_home: Path, dag_id: str) -> str:
@@ -72,8 +76,23 @@ def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
     assert (sent.task_id, sent.map_index, sent.outcome, sent.conn_id) == ("send", -1, "sent", "sms_default")
     assert tickets == [int(created["ticket"])]
     assert sent.record["tickets"] == tickets
-    assert sent.record["sent"] == 3
+    assert sent.record["sent"] == sent.sent == 3
     assert sent.record["delivery_at"].startswith("2031-03-04T10:00:00")
+
+    # The "SMS campaign" extra link, pushed by the worker as the task ended: the task instance's campaigns
+    # on the page inside Airflow's UI (Airflow 3.1 and later; none on 3.0).
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        (link,) = db.execute(
+            "SELECT value FROM xcom WHERE key = '_link_SmsCampaignLink' AND dag_id = ? AND run_id = ? "
+            "AND task_id = 'send'",
+            ("sms_daily_reminder", reminder_run),
+        ).fetchone()
+    query = urlencode(
+        {"dag_id": "sms_daily_reminder", "run_id": reminder_run, "task_id": "send", "map_index": -1}
+    )
+    # [api] base_url is not set here: the link is a path on Airflow's UI.
+    expected = f"/plugin/sms-campaigns#/task?{query}" if PLUGIN_PAGES else ""
+    assert json.loads(link) == expected
 
     ((maybe, maybe_tickets),) = campaigns_of("sms_send_with_retries", retries_run)
     assert (maybe.outcome, maybe_tickets, maybe.record["unknown_batches"]) == ("maybe_sent", [], [1])

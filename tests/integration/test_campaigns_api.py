@@ -368,3 +368,161 @@ def test_with_teams_each_dag_is_checked_with_its_bundles_team(
     listed = httpx.get(f"{api}/campaigns", headers=headers, params={"conn_id": CONN}, timeout=10).json()
     assert [c["dag_id"] for c in listed["campaigns"]] == ["dag_a"]
     assert httpx.get(f"{api}/campaigns/{campaigns['dag_b']}", headers=headers, timeout=10).status_code == 404
+
+
+# The delivery filter's campaigns, on a connection of their own: name -> (tickets, sent, statuses of
+# their reports), sent a minute apart in this order (the last is the newest).
+CONN_D = "sms_campaigns_delivery"
+DELIVERY_CAMPAIGNS = {
+    "complete_ok": ([9201], 2, [3, 3]),
+    "complete_failed": ([9202], 2, [3, 12]),
+    "pending": ([9203], 3, [3, 1]),
+    "pending_failed": ([9204], 2, [2]),
+    "silent": ([9205], 2, []),
+    "two_tickets": ([9207, 9208], 2, [3, 3]),  # one report per ticket
+}
+# Its reports are dated half an hour before its send: a reused id, whose kept counts (2 delivered)
+# are the earlier campaign's; counted from its send it has none.
+REUSED = ("reused", [9206], 2, [3, 3])
+
+
+@pytest.fixture(scope="module")
+def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
+    """The delivery filter's campaigns (one DAG each, ``dag_<name>``), their reports stored and flushed."""
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_provider_sms.campaigns.tables import campaign_table
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    start = now - dt.timedelta(hours=2)
+    xcoms, reports = [], []
+    plan = [
+        (name, *figures, start + dt.timedelta(minutes=i))
+        for i, (name, figures) in enumerate(DELIVERY_CAMPAIGNS.items())
+    ]
+    # All older than the other tests' campaigns, which are the newest of the list.
+    plan.append((*REUSED, start + dt.timedelta(minutes=len(plan))))
+    for index, (name, tickets, sent, statuses, sent_at) in enumerate(plan):
+        value = {
+            **record(tickets[0], sent, sent_at),
+            "conn_id": CONN_D,
+            "tickets": tickets,
+            "batches": len(tickets),
+        }
+        xcoms.append(xcom_row(f"dag_{name}", value, sent_at))
+        dated = sent_at + dt.timedelta(minutes=2 if name != REUSED[0] else -30)
+        for number, status in enumerate(statuses):
+            reports.append(
+                (
+                    CONN_D,
+                    DeliveryReport.model_validate(
+                        {
+                            "date": dated.isoformat(),
+                            "status": status,
+                            "destination": f"336120{index:02d}{number:03d}",
+                            "campaign_id": tickets[number % len(tickets)],
+                        }
+                    ),
+                )
+            )
+    with create_session(scoped=False) as session:
+        indexer._copy(session, xcoms)
+        insert_reports(session, reports)
+        ensure_flush_rows(session, [CONN_D])
+    with create_session(scoped=False) as session:
+        flush_batch(session, CONN_D, max_reports=1000, min_reports=1, asset=None)
+    with create_session(scoped=False) as session:
+        rows = session.execute(
+            select(campaign_table.c.dag_id, campaign_table.c.id).where(campaign_table.c.conn_id == CONN_D)
+        )
+        return {dag_id.removeprefix("dag_"): row_id for dag_id, row_id in rows}
+
+
+def delivery_pages(api: str, auth_manager: Any, limit: int, **params: Any) -> list[list[int]]:
+    """Every page of the list for ``params``, read on with ``next``: the ids of each page."""
+    pages, before = [], None
+    while True:
+        after = {"before": before} if before else {}
+        page = get(
+            f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, limit=limit, **after, **params
+        ).json()
+        pages.append([c["id"] for c in page["campaigns"]])
+        assert len(pages[-1]) <= limit
+        before = page["next"]
+        if before is None:
+            return pages
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("not_final", ["reused", "silent", "pending_failed", "pending"]),
+        ("complete", ["two_tickets", "complete_failed", "complete_ok"]),
+        ("with_failures", ["pending_failed", "complete_failed"]),
+    ],
+)
+@pytest.mark.parametrize("limit", [1, 2, 50])
+def test_the_delivery_filter_selects_by_delivery_from_the_send_and_pages(
+    api: str,
+    auth_manager: Any,
+    delivery_campaigns: dict[str, int],
+    state: str,
+    expected: list[str],
+    limit: int,
+) -> None:
+    pages = delivery_pages(api, auth_manager, limit, delivery=state)
+
+    assert [campaign for page in pages for campaign in page] == [
+        delivery_campaigns[name] for name in expected
+    ]
+    # Full pages but the last: a page is read on until it is full.
+    assert all(len(page) == limit for page in pages[:-1])
+    first = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, delivery=state).json()
+    for campaign in first["campaigns"]:
+        figures = campaign["delivery"]
+        assert {
+            "not_final": figures["not_final"] > 0,
+            "complete": figures["not_final"] == 0,
+            "with_failures": figures["failed"] > 0,
+        }[state]
+
+
+def test_a_reused_campaign_id_is_filtered_by_its_delivery_since_the_send(
+    api: str, auth_manager: Any, delivery_campaigns: dict[str, int]
+) -> None:
+    reused = get(f"{api}/campaigns/{delivery_campaigns['reused']}", "admin", auth_manager).json()["campaign"]
+    # Its kept counts say 2 delivered (complete); since its send nothing came.
+    assert (reused["delivery"]["not_final"], reused["delivery"]["left_out"]) == (2, 2)
+    complete = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, delivery="complete").json()
+    assert delivery_campaigns["reused"] not in [c["id"] for c in complete["campaigns"]]
+
+
+def test_a_filtered_page_reads_a_bounded_number_of_campaigns_and_says_where_to_read_on(
+    api: str, auth_manager: Any, delivery_campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_sms.campaigns import queries
+
+    monkeypatch.setattr(queries, "MAX_SCANNED", 2)
+    # The first page reads 3 candidates (limit + 1: the reused campaign and both with failures) and stops
+    # there, bounded, with a next: the second reads on from it and finds the end.
+    pages = delivery_pages(api, auth_manager, 2, delivery="with_failures")
+
+    assert pages == [[delivery_campaigns["pending_failed"], delivery_campaigns["complete_failed"]], []]
+
+
+def test_an_unknown_delivery_state_is_422_naming_the_parameter(api: str, auth_manager: Any) -> None:
+    answer = get(f"{api}/campaigns", "admin", auth_manager, delivery="delivered")
+    assert answer.status_code == 422
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == ["query", "delivery"]
+    assert "'not_final', 'complete' or 'with_failures'" in error["msg"]
+
+
+def test_the_list_filters_by_task_instance(api: str, auth_manager: Any, campaigns: dict[str, int]) -> None:
+    def ids(**params: Any) -> list[int]:
+        page = get(f"{api}/campaigns", "admin", auth_manager, dag_id="dag_a", **params).json()
+        return [c["id"] for c in page["campaigns"]]
+
+    assert ids(run_id="scheduled__2031", task_id="send", map_index=-1) == [campaigns["dag_a"]]
+    assert ids(task_id="other") == ids(map_index=0) == []

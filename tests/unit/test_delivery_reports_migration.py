@@ -109,3 +109,24 @@ def test_reports_stored_before_the_batches_are_counted_and_get_no_second_event(t
             text("SELECT country_code, delivered, failed FROM sms_delivery_country")
         )
         assert [tuple(c) for c in countries] == [("", 1, 1)]
+
+
+def test_the_campaigns_sent_column_is_filled_from_the_records(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'metadata.db'}")
+    config = SmsDeliveryReportsDBManager(session=None).get_alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "9e4a1c7b2d68")
+        for dag_id, record in (("a", '{"sent": 985, "tickets": [1]}'), ("b", '{"tickets": []}')):
+            connection.execute(
+                text(
+                    "INSERT INTO sms_campaign (dag_id, run_id, task_id, map_index, conn_id, outcome, "
+                    "sent_at, recorded_at, record) VALUES (:dag_id, 'r', 't', -1, 'sms_default', 'sent', "
+                    "'2026-11-24 10:00:00', '2026-11-24 10:00:00', :record)"
+                ),
+                {"dag_id": dag_id, "record": record},
+            )
+        command.upgrade(config, "heads")
+    with engine.connect() as connection:
+        sent = connection.execute(text("SELECT dag_id, sent FROM sms_campaign ORDER BY dag_id")).all()
+        assert [tuple(row) for row in sent] == [("a", 985), ("b", 0)]

@@ -25,6 +25,10 @@ ALLOWED = {
     "airflow_provider_sms.delay",
     "airflow_provider_sms.operators",
     "airflow_provider_sms.operators.sms",
+    # The send operators' extra link (a URL built when the task ends) and the version check it makes.
+    "airflow_provider_sms.campaigns",
+    "airflow_provider_sms.campaigns.link",
+    "airflow_provider_sms._compat",
     "airflow_provider_sms.sensors",
     "airflow_provider_sms.sensors.sms",
     "airflow_provider_sms.notifications",

@@ -59,6 +59,7 @@ def provider_info_classes(info: dict[str, Any]) -> set[str]:
     """Every class that ``get_provider_info()`` names by its dotted path."""
     return {
         *info["notifications"],
+        *info["extra-links"],
         *(plugin["plugin-class"] for plugin in info["plugins"]),
         *info["db-managers"],
         *(connection["hook-class-name"] for connection in info["connection-types"]),

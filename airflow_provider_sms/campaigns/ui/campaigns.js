@@ -124,13 +124,16 @@ function legend(pending) {
 }
 
 const OUTCOMES = { sent: null, partly_sent: "partly sent", maybe_sent: "may have been sent" };
+// The list's delivery filter (the API's values).
+const DELIVERY_STATES = { not_final: "Not yet final", complete: "Complete", with_failures: "With failures" };
 
 // ---- the list
 async function showList(query) {
   const filters = {
     // Airflow 3.1 puts the run id in the tab's address unencoded: its "+" reads as a space.
     conn_id: query.get("conn_id"), dag_id: query.get("dag_id"), run_id: (query.get("run_id") || "").replaceAll(" ", "+"),
-    since: query.get("since"), until: query.get("until"), before: query.get("before"),
+    task_id: query.get("task_id"), map_index: query.get("map_index"),
+    since: query.get("since"), until: query.get("until"), delivery: query.get("delivery"), before: query.get("before"),
   };
   const page = await api("/campaigns", filters);
   const go = (changes) => {
@@ -139,7 +142,10 @@ async function showList(query) {
     location.hash = `#/?${next}`;
   };
   const field = (name, label, type) => h("label", {}, label,
-    h("input", { name, type: type || "text", value: (query.get(name) || "").slice(0, 10) }));
+    h("input", { name, type: type || "text", value: type === "date" ? (query.get(name) || "").slice(0, 10) : query.get(name) || "" }));
+  const deliveryField = h("label", {}, "Delivery", h("select", { name: "delivery" },
+    h("option", { value: "" }, "Any"),
+    Object.entries(DELIVERY_STATES).map(([value, label]) => h("option", { value, selected: filters.delivery === value }, label))));
   const form = h("form", {
     class: "filters",
     onsubmit: (event) => {
@@ -147,9 +153,12 @@ async function showList(query) {
       const data = new FormData(event.target);
       // Whole days, in the browser's time zone: "To" includes its day.
       const day = (value, days) => (value ? new Date(new Date(`${value}T00:00:00`).getTime() + days * 86400000).toISOString() : null);
-      go({ conn_id: data.get("conn_id"), dag_id: data.get("dag_id"), since: day(data.get("since"), 0), until: day(data.get("until"), 1), before: null });
+      go({
+        conn_id: data.get("conn_id"), dag_id: data.get("dag_id"), since: day(data.get("since"), 0), until: day(data.get("until"), 1),
+        delivery: data.get("delivery"), before: null,
+      });
     },
-  }, field("conn_id", "Connection"), field("dag_id", "DAG"), field("since", "From", "date"), field("until", "To", "date"),
+  }, field("conn_id", "Connection"), field("dag_id", "DAG"), field("since", "From", "date"), field("until", "To", "date"), deliveryField,
   h("button", { type: "submit" }, "Filter"),
   h("button", { type: "button", onclick: () => { location.hash = "#/"; } }, "Clear"));
   const rows = page.campaigns.map((c) => h("tr", { class: "campaign", "data-id": c.id },
@@ -166,7 +175,9 @@ async function showList(query) {
   const table = h("table", { id: "campaigns" },
     h("thead", {}, h("tr", {}, ["Sent at (Paris)", "DAG / run / task", "Ticket", "Type", "Scheduled for", "Sent", "Filtered", "Cost", "Delivery"]
       .map((name, index) => h("th", { class: index >= 5 && index <= 7 ? "number" : null }, name)))),
-    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No campaign matches."))));
+    // A filtered page may end before it is full (the API reads a bounded number of campaigns): "Older" reads on.
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 9, class: "muted" },
+      page.next ? "No campaign on this page matches: older ones may (Older)." : "No campaign matches."))));
   const pager = h("div", { class: "pager" },
     h("button", { type: "button", disabled: !filters.before, onclick: () => go({ before: null }) }, "Newest"),
     h("button", { type: "button", disabled: !page.next, onclick: () => go({ before: page.next }) }, "Older"),
@@ -215,6 +226,29 @@ async function showCampaign(id) {
   chart.innerHTML = await api(`/campaigns/${c.id}/delivery.svg`); // our own SVG: numbers and fixed labels
 }
 
+// ---- a task instance's campaigns (the send tasks' "SMS campaign" extra link): its campaign when it sent
+// one (the usual case), else the list of them.
+async function showTask(query) {
+  const page = await api("/campaigns", {
+    dag_id: query.get("dag_id"), run_id: query.get("run_id"), task_id: query.get("task_id"), map_index: query.get("map_index"), limit: 2,
+  });
+  if (page.campaigns.length === 1) {
+    location.replace(`#/campaign/${page.campaigns[0].id}`);
+    return;
+  }
+  await showList(query);
+}
+
+// The extra link opens Airflow's UI at <base>/plugin/sms-campaigns#/task?...: the frame is loaded with
+// the view's own address, so the route is taken from the host's address (same origin), once.
+function adoptHostRoute() {
+  try {
+    const host = window.parent !== window ? window.parent.location : null;
+    // replaceState: no hashchange (route() runs next anyway).
+    if (!location.hash && host && host.hash.startsWith("#/")) history.replaceState(null, "", host.hash);
+  } catch (e) { /* a host we cannot read */ }
+}
+
 async function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, search] = hash.split("?");
@@ -222,6 +256,7 @@ async function route() {
   try {
     const found = path.match(/^\/campaign\/(\d+)$/);
     if (found) await showCampaign(found[1]);
+    else if (path === "/task") await showTask(query);
     else await showList(query);
   } catch (error) {
     const text = error instanceof NotLoggedIn ? "Log in to Airflow to see the SMS campaigns." : `Cannot show this: ${error.message}`;
@@ -230,5 +265,6 @@ async function route() {
 }
 
 followTheme();
+adoptHostRoute();
 window.addEventListener("hashchange", route);
 route();
