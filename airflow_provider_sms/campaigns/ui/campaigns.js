@@ -183,7 +183,8 @@ async function showList(query) {
     h("button", { type: "button", disabled: !page.next, onclick: () => go({ before: page.next }) }, "Older"),
     legend(true));
   const title = filters.run_id ? `SMS campaigns of this run` : "SMS campaigns";
-  app.replaceChildren(h("h1", {}, title), filters.run_id ? null : form, table, pager);
+  // A run's tab has no filters (replaceChildren would write a null out as the text "null").
+  app.replaceChildren(...[h("h1", {}, title), filters.run_id ? null : form, table, pager].filter(Boolean));
   sizeBars(app);
 }
 
