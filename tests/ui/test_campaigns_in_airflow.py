@@ -296,3 +296,19 @@ def test_the_page_follows_airflows_dark_mode(team_airflow: TeamAirflow, page: Pa
     expect(frame.locator("html")).to_have_class(re.compile(r"\bdark\b"))
     dark = frame.locator("body").evaluate("body => getComputedStyle(body).backgroundColor")
     assert dark != light
+
+
+def test_the_send_tasks_extra_link_opens_its_campaign(team_airflow: TeamAirflow, page: Page) -> None:
+    team_airflow.login(page, "admin")
+    run_id = team_airflow.runs[DAG_A]
+    # Airflow 3.3 shows a task instance's extra links on its Details tab.
+    page.goto(f"{team_airflow.url}/dags/{DAG_A}/runs/{quote(run_id)}/tasks/send/details")
+    link = page.get_by_role("link", name="SMS campaign", exact=True)
+    assert (link.get_attribute("href") or "").startswith(f"{team_airflow.url}/plugin/sms-campaigns#/task?")
+    page.screenshot(path=ARTIFACTS / "campaigns-extra-link.png", animations="disabled")
+
+    link.click()  # same origin: Airflow opens it in the same tab
+    frame = team_airflow.frame(page)
+    frame.locator("#chart svg").wait_for()
+    (ticket,) = [int(c["ticket"]) for c in team_airflow.sandbox.inspect.campaigns() if "shipped" in c["text"]]
+    assert frame.locator("h1").inner_text() == f"Campaign {ticket}"
