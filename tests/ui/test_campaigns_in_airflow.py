@@ -210,6 +210,16 @@ def test_an_admin_finds_the_page_in_the_nav_and_sees_every_teams_campaigns(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "campaigns-list.png", animations="disabled")
 
+    # Each campaign has a message not yet final and two failed: none complete, both with failures.
+    frame = team_airflow.frame(page)
+    frame.get_by_label("Delivery").select_option("complete")
+    frame.get_by_role("button", name="Filter").click()
+    frame.get_by_text("No campaign matches.").wait_for()
+    frame.get_by_label("Delivery").select_option("with_failures")
+    frame.get_by_role("button", name="Filter").click()
+    frame.locator("#campaigns tbody tr.campaign").nth(1).wait_for()
+    assert len(_rows(frame)) == 2
+
 
 def test_a_campaign_draws_its_chart_and_its_csv_is_the_sandboxs_failures(
     team_airflow: TeamAirflow, page: Page
