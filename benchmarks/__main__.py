@@ -14,7 +14,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import cases_campaign, cases_codec, cases_delivery, cases_http, cases_startup, cases_triggers
+from benchmarks import (
+    cases_campaign,
+    cases_campaigns_page,
+    cases_codec,
+    cases_delivery,
+    cases_http,
+    cases_startup,
+    cases_triggers,
+)
 from benchmarks.harness import Record, format_notes, format_table, skipped
 
 if TYPE_CHECKING:
@@ -39,6 +47,7 @@ class Sizes:
     http_reps: int
     process_reps: int
     reports: int
+    campaigns: int
 
 
 FULL = Sizes(
@@ -54,6 +63,7 @@ FULL = Sizes(
     http_reps=3,
     process_reps=7,
     reports=10_000,
+    campaigns=10_000,
 )
 # Small enough to finish in well under a minute on a loaded two-core machine: a smoke check only.
 QUICK = Sizes(
@@ -69,6 +79,7 @@ QUICK = Sizes(
     http_reps=1,
     process_reps=2,
     reports=0,
+    campaigns=0,
 )
 # Longest the triggers' load may run before the case fails (seconds).
 TRIGGERS_DEADLINE = 600.0
@@ -96,16 +107,18 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
 def delivery_cases(sizes: Sizes) -> list[Record]:
     """The delivery-report receiver on the deployment: too heavy to start for a quick run."""
     if sizes.reports == 0:
+        reason = "quick run (starts a whole deployment)"
         return [
             skipped(
                 "receive delivery reports (API server)",
                 FULL.reports,
                 cases_delivery.PER_REPORT_TARGET,
-                "quick run (starts a whole deployment)",
+                reason,
                 unit="ms",
-            )
+            ),
+            *cases_campaigns_page.skipped_records(FULL.campaigns, 100 * FULL.reports, reason),
         ]
-    return cases_delivery.delivery_report_cases(sizes.reports)
+    return cases_delivery.delivery_report_cases(sizes.reports, sizes.campaigns)
 
 
 def machine() -> dict[str, Any]:

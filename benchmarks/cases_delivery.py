@@ -183,15 +183,16 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def delivery_report_cases(count: int) -> list[Record]:
-    """The receiver's throughput and p99 latency on the deployment; skipped when it cannot start."""
+def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
+    """The receiver's throughput and p99 latency on the deployment, then the cases at campaign scale and
+    the campaigns page with ``campaigns`` campaigns; skipped when it cannot start."""
     name = "receive delivery reports (API server)"
     try:
         from tests.deployment.harness import DeploymentError, running_deployment
     except ImportError as exc:
         return [skipped(name, count, PER_REPORT_TARGET, f"the deployment harness is not importable ({exc})")]
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-    from benchmarks import cases_delivery_scale
+    from benchmarks import cases_campaigns_page, cases_delivery_scale
 
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
         try:
@@ -218,6 +219,10 @@ def delivery_report_cases(count: int) -> list[Record]:
                 scale = [
                     *cases_delivery_scale.group_commit_records(deployment, count),
                     *cases_delivery_scale.summary_records(deployment, 100 * count, count),
+                    # One of the campaigns is the summary's big one, stored and batched just above.
+                    *cases_campaigns_page.campaign_page_cases(
+                        deployment, campaigns, 100 * count, cases_delivery_scale.BIG_CONN_ID
+                    ),
                     cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
                 ]
         except DeploymentError as exc:

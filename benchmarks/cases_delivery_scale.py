@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -28,11 +28,17 @@ from benchmarks.cases_delivery import post_reports, report_bodies
 from benchmarks.harness import REPORT, Record, Target, record
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from tests.deployment.harness import Deployment
+
+K = TypeVar("K")
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "sms_on_delivery_reports"
 BIG_CAMPAIGN, SMALL_CAMPAIGN, MEMORY_CAMPAIGN = 8_100_001, 8_100_002, 8_100_003
+# The summary's campaigns are received for a connection whose asset no DAG declares.
+BIG_CONN_ID = "sms_unscheduled"
 SUMMARY_CALLS = 40
 # Group commit is kept only if it is faster than a commit per report.
 GROUP_COMMIT_TARGET = Target(1.0)
@@ -80,20 +86,30 @@ def group_commit_records(deployment: Deployment, count: int) -> list[Record]:
     ]
 
 
-def load_campaign(deployment: Deployment, conn_id: str, campaign_id: int, numbers: int, prefix: str) -> int:
-    """Store a campaign's reports through the receiver's write; how many were stored."""
+def deployment_child(
+    deployment: Deployment, module: str, *args: str, timeout: float = 1800
+) -> dict[str, Any]:
+    """Run ``python -m module args`` with the deployment's Airflow environment; the JSON line it
+    prints last."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.report_loader", conn_id, str(campaign_id), str(numbers), prefix],
+        [sys.executable, "-m", module, *args],
         env=deployment.airflow_env(),
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=1800,
+        timeout=timeout,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"loading campaign {campaign_id} failed:\n{done.stderr[-3000:]}")
-    return int(json.loads(done.stdout.strip().splitlines()[-1])["stored"])
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def load_campaign(deployment: Deployment, conn_id: str, campaign_id: int, numbers: int, prefix: str) -> int:
+    """Store a campaign's reports through the receiver's write; how many were stored."""
+    args = (conn_id, str(campaign_id), str(numbers), prefix)
+    return int(deployment_child(deployment, "benchmarks.report_loader", *args)["stored"])
 
 
 def wait_batched(deployment: Deployment, conn_id: str, timeout: float) -> float:
@@ -124,18 +140,27 @@ def vacuum_analyze(deployment: Deployment) -> None:
         engine.dispose()
 
 
-def summary_times(url: str, headers: dict[str, str], campaigns: list[int], failed: bool) -> dict[int, float]:
-    """Median milliseconds of the summary of each campaign, the campaigns' calls interleaved."""
-    times: dict[int, list[float]] = {campaign: [] for campaign in campaigns}
-    with httpx.Client(timeout=600, headers=headers) as client:
-        for call in range(SUMMARY_CALLS + 1):
-            for campaign in campaigns:
-                params = {"campaign_id": campaign, "failed": "true" if failed else "false"}
+def interleaved_medians(
+    gets: Mapping[K, tuple[str, Mapping[str, str]]], headers: Mapping[str, str], calls: int
+) -> dict[K, float]:
+    """Median milliseconds of each GET (``url``, ``params``), one after the other in turn, ``calls``
+    rounds after a round that warms up; each answer must be 2xx."""
+    times: dict[K, list[float]] = {key: [] for key in gets}
+    with httpx.Client(timeout=600, headers=dict(headers)) as client:
+        for call in range(calls + 1):
+            for key, (url, params) in gets.items():
                 began = time.perf_counter()
                 client.get(url, params=params).raise_for_status()
                 if call:  # the first round warms up
-                    times[campaign].append((time.perf_counter() - began) * 1000)
-    return {campaign: statistics.median(values) for campaign, values in times.items()}
+                    times[key].append((time.perf_counter() - began) * 1000)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def summary_times(url: str, headers: dict[str, str], campaigns: list[int], failed: bool) -> dict[int, float]:
+    """Median milliseconds of the summary of each campaign, the campaigns' calls interleaved."""
+    flag = "true" if failed else "false"
+    gets = {campaign: (url, {"campaign_id": str(campaign), "failed": flag}) for campaign in campaigns}
+    return interleaved_medians(gets, headers, SUMMARY_CALLS)
 
 
 def summary_records(deployment: Deployment, big: int, small: int) -> list[Record]:
@@ -143,13 +168,13 @@ def summary_records(deployment: Deployment, big: int, small: int) -> list[Record
     from airflow_provider_sms.delivery_reports.settings import read_key
 
     began = time.monotonic()
-    stored = load_campaign(deployment, "sms_unscheduled", BIG_CAMPAIGN, big, "336")
-    stored += load_campaign(deployment, "sms_unscheduled", SMALL_CAMPAIGN, small, "337")
+    stored = load_campaign(deployment, BIG_CONN_ID, BIG_CAMPAIGN, big, "336")
+    stored += load_campaign(deployment, BIG_CONN_ID, SMALL_CAMPAIGN, small, "337")
     # The flusher has been at it since the loader's first commit; what it has left is timed.
-    tail = wait_batched(deployment, "sms_unscheduled", timeout=1800)
+    tail = wait_batched(deployment, BIG_CONN_ID, timeout=1800)
     pace = stored / (time.monotonic() - began)
     vacuum_analyze(deployment)
-    url = f"{deployment.api_url(0)}/sms/delivery-reports/sms_unscheduled/summary"
+    url = f"{deployment.api_url(0)}/sms/delivery-reports/{BIG_CONN_ID}/summary"
     headers = {"Authorization": f"Bearer {read_key(deployment.token)}"}
     plain = summary_times(url, headers, [BIG_CAMPAIGN, SMALL_CAMPAIGN], failed=False)
     with_failed = summary_times(url, headers, [BIG_CAMPAIGN, SMALL_CAMPAIGN], failed=True)

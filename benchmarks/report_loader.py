@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 SENT, FINALS, FINAL_WEIGHTS = 1, (3, 2, 12), (8, 1, 1)
 # The service sends a million numbers in about an hour; each number's reports follow its send.
 SECONDS_PER_NUMBER = 3600 / 1_000_000
+# When the campaign was sent: its first number's reports are dated 5 s later.
+SENT_AT = datetime(2026, 11, 24, 9, 0, tzinfo=timezone.utc)
 
 
 def campaign_bodies(campaign_id: int, numbers: int, prefix: str, sent_share: float) -> Iterator[bytes]:
     """The campaign's report bodies, number after number (same seed, same campaign)."""
     rng = random.Random(campaign_id)
-    start = datetime(2026, 11, 24, 9, 0, tzinfo=timezone.utc)
     for index in range(numbers):
-        sent_at = start + timedelta(seconds=index * SECONDS_PER_NUMBER)
+        sent_at = SENT_AT + timedelta(seconds=index * SECONDS_PER_NUMBER)
         statuses = [SENT] if rng.random() < sent_share else []
         statuses.append(rng.choices(FINALS, weights=FINAL_WEIGHTS)[0])
         for step, status in enumerate(statuses):
