@@ -108,20 +108,26 @@ async def list_campaigns(
 
     def page(session: Any) -> bytes:
         readable = viewer.readable(queries.dag_ids_with_campaigns(session))
-        found = queries.campaign_page(
-            session,
-            readable,
-            conn_id=conn_id,
-            dag_id=dag_id,
-            run_id=run_id,
-            task_id=task_id,
-            map_index=map_index,
-            since=since,
-            until=until,
-            delivery=delivery,
-            before=before,
-            limit=limit,
-        )
+        try:
+            found = queries.campaign_page(
+                session,
+                readable,
+                conn_id=conn_id,
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                map_index=map_index,
+                since=since,
+                until=until,
+                delivery=delivery,
+                before=before,
+                limit=limit,
+            )
+        except queries.UnknownCursor as exc:
+            # Another DAG's campaign is no better a cursor than none: its time is not told.
+            raise Refusal(
+                422, f"before: {exc.before} is not a campaign you may read; give a page's next"
+            ) from None
         return found.model_dump_json().encode()
 
     return Response(await read(page), media_type="application/json")

@@ -7,11 +7,14 @@ the page, counted from each campaign's send (a campaign id the service reused is
 reports since the send, as the delivery wait counts it).
 
 The delivery filter (:data:`DELIVERY_STATES`) is asked of SQL first, on the kept counts summed over
-each campaign's tickets against its ``sent`` column, row by row in page order (so a page stops reading
-once full, whatever the number of campaigns); each campaign it finds is checked again with its exact
-delivery (:func:`page_delivery`), which shows on the page. The two agree except for a reused campaign
-id, whose kept counts may hold an earlier campaign: such campaigns are always read and left to the
-exact check.
+each campaign's tickets against its ``sent`` column, in page order and in chunks (the database still
+evaluates the condition on every campaign it passes over to fill a chunk: where matches are rare, that
+is most of them); each campaign it finds is checked again with its exact delivery
+(:func:`page_delivery`), which shows on the page, and a page reads :data:`MAX_SCANNED` campaigns at
+most. The two agree except for a reused campaign id, whose kept counts may hold an earlier campaign:
+such campaigns are always read and left to the exact check. A campaign whose reports the retention
+deleted stands as no state (its delivery is unknown); one that may have been sent (a batch of unknown
+outcome, with no reports) is never complete.
 """
 
 from __future__ import annotations
@@ -58,6 +61,17 @@ DELIVERY_STATES: tuple[str, ...] = get_args(DeliveryState)
 # The most campaigns one filtered page reads: a page may then hold fewer than asked, its ``next`` says
 # where to read on.
 MAX_SCANNED = 1000
+# Campaigns read at a time by a filtered page (at least): most of a chunk may be turned down.
+FILTER_CHUNK = 200
+MAYBE_SENT = "maybe_sent"
+
+
+class UnknownCursor(LookupError):
+    """A page's ``before`` that names no campaign of the DAGs the user may read."""
+
+    def __init__(self, before: int) -> None:
+        super().__init__(before)
+        self.before = before
 
 
 def dag_ids_with_campaigns(session: Session) -> set[str]:
@@ -104,10 +118,14 @@ def campaign_page(
     if until is not None:
         conditions.append(table.sent_at < until)
     if delivery is not None:
-        conditions.append(or_(_kept_delivery_is(delivery), _maybe_reused()))
+        conditions.append(_may_stand_as(delivery))
     start = None
     if before is not None:
-        start = session.execute(select(table.sent_at, table.id).where(table.id == before)).one_or_none()
+        start = session.execute(
+            select(table.sent_at, table.id).where(table.id == before, table.dag_id.in_(sorted(readable)))
+        ).one_or_none()
+        if start is None:
+            raise UnknownCursor(before)
     if delivery is None:
         rows = _rows_after(session, conditions, start, limit + 1)
         more = len(rows) > limit
@@ -117,22 +135,20 @@ def campaign_page(
             campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
             next=str(rows[-1].id) if more else None,
         )
+    # Read in chunks of at least FILTER_CHUNK: a campaign the exact check turns down costs a read.
+    chunk = max(limit + 1, FILTER_CHUNK)
     found: list[tuple[Any, Counter[int]]] = []
     scanned = 0
     while True:
-        rows = _rows_after(session, conditions, start, limit + 1)
+        rows = _rows_after(session, conditions, start, chunk)
         deliveries = page_delivery(session, rows)
-        found += [
-            (row, deliveries[row.id])
-            for row in rows
-            if delivery_is(delivery, delivery_of(row.sent, deliveries[row.id]))
-        ]
+        found += [(row, deliveries[row.id]) for row in rows if delivery_is(delivery, row, deliveries[row.id])]
         scanned += len(rows)
         if len(found) > limit:
             found = found[:limit]
             next_row = found[-1][0]
             break
-        if len(rows) <= limit:
+        if len(rows) < chunk:
             next_row = None  # read to the end
             break
         if scanned >= MAX_SCANNED:
@@ -164,12 +180,18 @@ def _rows_after(
     ).all()
 
 
-def delivery_is(state: DeliveryState, delivery: Delivery) -> bool:
-    """Whether ``delivery`` stands as ``state`` says (the exact check of the list's delivery filter)."""
+def delivery_is(state: DeliveryState, row: Any, statuses: Counter[int]) -> bool:
+    """Whether campaign ``row``, with its messages by status, stands as ``state`` says (the exact check of
+    the list's delivery filter). A campaign whose reports were pruned stands as none (its delivery is
+    unknown); one that may have been sent is never complete: a batch of unknown outcome has no reports."""
+    delivery = delivery_of(row.sent, statuses, pruned_at=row.reports_pruned_at)
+    if delivery.reports_pruned_at is not None:
+        return False
+    maybe_sent = row.outcome == MAYBE_SENT
     if state == "not_final":
-        return delivery.not_final > 0
+        return delivery.not_final > 0 or maybe_sent
     if state == "complete":
-        return delivery.not_final == 0
+        return delivery.not_final == 0 and not maybe_sent
     return delivery.failed > 0
 
 
@@ -190,15 +212,21 @@ def _kept_messages(*, excluding: Collection[int]) -> ScalarSelect[int]:
     )
 
 
-def _kept_delivery_is(state: DeliveryState) -> ColumnElement[bool]:
-    """``state`` of the outer campaign row by its kept counts (as :func:`delivery_of` reads them)."""
-    sent = campaign_table.c.sent
+def _may_stand_as(state: DeliveryState) -> ColumnElement[bool]:
+    """What SQL can tell of ``state`` for the outer campaign row, from its kept counts (as
+    :func:`delivery_of` reads them): wider than :func:`delivery_is` for a campaign id that may have been
+    reused, whose kept counts may hold an earlier campaign's (the exact check decides)."""
+    table = campaign_table.c
     final = _kept_messages(excluding=PENDING_DELIVERY_STATUSES)
+    maybe_sent = table.outcome == MAYBE_SENT
     if state == "not_final":
-        return sent > final
-    if state == "complete":
-        return sent <= final
-    return _kept_messages(excluding=PENDING_DELIVERY_STATUSES | DELIVERED_STATUSES) > 0
+        kept = or_(table.sent > final, maybe_sent)
+    elif state == "complete":
+        kept = and_(table.sent <= final, ~maybe_sent)
+    else:
+        kept = _kept_messages(excluding=PENDING_DELIVERY_STATUSES | DELIVERED_STATUSES) > 0
+    reused = _maybe_reused() if state != "complete" else and_(_maybe_reused(), ~maybe_sent)
+    return and_(table.reports_pruned_at.is_(None), or_(kept, reused))
 
 
 def _maybe_reused() -> ColumnElement[bool]:
@@ -251,8 +279,23 @@ def page_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[in
     return statuses
 
 
-def delivery_of(sent: int, statuses: Counter[int], left_out: int = 0) -> Delivery:
-    """The delivery bar's figures of a campaign that sent ``sent`` numbers."""
+def delivery_of(
+    sent: int, statuses: Counter[int], left_out: int = 0, pruned_at: datetime | None = None
+) -> Delivery:
+    """The delivery bar's figures of a campaign that sent ``sent`` numbers.
+
+    :param pruned_at: when the retention deleted its reports: its figures are unknown (zero).
+    """
+    if pruned_at is not None:
+        return Delivery(
+            sent=sent,
+            delivered=0,
+            failed=0,
+            not_final=0,
+            delivered_share=0.0,
+            by_status={},
+            reports_pruned_at=pruned_at,
+        )
     delivered = sum(count for status, count in statuses.items() if status in DELIVERED_STATUSES)
     final = sum(count for status, count in statuses.items() if status not in PENDING_DELIVERY_STATUSES)
     return Delivery(
@@ -276,7 +319,7 @@ def campaign_of(row: Any, statuses: Counter[int], left_out: int = 0) -> Campaign
         task_id=row.task_id,
         map_index=row.map_index,
         **record.model_dump(exclude={"version"}),
-        delivery=delivery_of(record.sent, statuses, left_out),
+        delivery=delivery_of(row.sent, statuses, left_out, pruned_at=row.reports_pruned_at),
     )
 
 

@@ -22,6 +22,8 @@ class Delivery(ApiModel):
     :param delivered_share: ``delivered / sent`` (0 when nothing was sent).
     :param by_status: messages by status name.
     :param left_out: reports of these campaign ids left out: received before the send (a reused id).
+    :param reports_pruned_at: when the retention deleted the campaign's delivery reports: the figures
+        above are then unknown (zero).
     """
 
     sent: int
@@ -31,6 +33,7 @@ class Delivery(ApiModel):
     delivered_share: float
     by_status: dict[str, int]
     left_out: int = 0
+    reports_pruned_at: datetime | None = None
 
 
 class Campaign(ApiModel):

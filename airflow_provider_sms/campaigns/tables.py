@@ -34,6 +34,9 @@ campaign_table = Table(
     # The record's ``sent`` (numbers the service accepted): the list's delivery filter compares the
     # kept counts with it in SQL (migration 0006).
     Column("sent", BigInteger, nullable=False, server_default="0"),
+    # When the retention deleted its delivery reports (``prune-delivery-reports``): its delivery is then
+    # unknown, not "not yet final" (migration 0006).
+    Column("reports_pruned_at", Timestamp, nullable=True),
     # A task instance sends one campaign per send guard: a new one (the guard deleted, the task cleared)
     # starts at another time and gets its own row.
     UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "sent_at", name="sms_campaign_task_uq"),

@@ -1,11 +1,11 @@
 """Pruning old delivery reports: ``python -m airflow_provider_sms prune-delivery-reports``. Not public API.
 
 The report table grows by a row per report. A campaign is pruned whole (its reports, latest statuses,
-counts and row) once its last report arrived longer ago than the retention (default 90 days, ``[sms]
-delivery_report_retention_days``). A report not yet in a batch (asset event) is never removed: the
-connection's flusher row is locked while a campaign is pruned, and only reports in a batch are deleted;
-a campaign that still has one waiting is kept and reported. The asset events themselves are Airflow's
-(``airflow db clean`` prunes them).
+counts and row; the campaigns page marks it, its delivery then unknown) once its last report arrived
+longer ago than the retention (default 90 days, ``[sms] delivery_report_retention_days``). A report not
+yet in a batch (asset event) is never removed: the connection's flusher row is locked while a campaign
+is pruned, and only reports in a batch are deleted; a campaign that still has one waiting is kept and
+reported. The asset events themselves are Airflow's (``airflow db clean`` prunes them).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.compat.sdk import conf
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
@@ -91,4 +91,25 @@ def prune_reports(session: Session, *, older_than: dt.timedelta, dry_run: bool =
             session.execute(
                 delete(table).where(table.c.conn_id == conn_id, table.c.campaign_id == campaign_id)
             )
+        mark_pruned(session, conn_id, campaign_id)
     return pruned
+
+
+def mark_pruned(session: Session, conn_id: str, campaign_id: int) -> None:
+    """Mark the listed campaigns that sent ``campaign_id``: their delivery is unknown from now on, not
+    "not yet final"."""
+    from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
+
+    tickets = campaign_ticket_table.c
+    session.execute(
+        update(campaign_table)
+        .where(
+            campaign_table.c.id.in_(
+                select(tickets.campaign_row).where(
+                    tickets.conn_id == conn_id, tickets.campaign_id == campaign_id
+                )
+            ),
+            campaign_table.c.reports_pruned_at.is_(None),
+        )
+        .values(reports_pruned_at=dt.datetime.now(dt.timezone.utc))
+    )

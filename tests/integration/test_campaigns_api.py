@@ -21,6 +21,7 @@ from airflow_provider_sms.campaigns import indexer
 from airflow_provider_sms.campaigns.api import API_PREFIX
 from airflow_provider_sms.delivery_reports.batches import flush_batch
 from airflow_provider_sms.delivery_reports.receiver import build_app
+from airflow_provider_sms.delivery_reports.retention import mark_pruned
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
 from airflow_provider_sms.models import DeliveryReport
@@ -176,6 +177,7 @@ def test_the_list_is_newest_first_with_cost_and_delivery(
         "delivered_share": 0.5,
         "by_status": {"sent": 1, "not delivered": 1, "delivered": 3, "expired": 1},
         "left_out": 0,
+        "reports_pruned_at": None,
     }
     assert page["next"] is None
 
@@ -384,6 +386,10 @@ DELIVERY_CAMPAIGNS = {
 # Its reports are dated half an hour before its send: a reused id, whose kept counts (2 delivered)
 # are the earlier campaign's; counted from its send it has none.
 REUSED = ("reused", [9206], 2, [3, 3])
+# May have been sent: its one batch's outcome is unknown, no ticket, no report.
+MAYBE = ("maybe", [], 0, [])
+# Delivered in full, then its reports deleted by the retention: its delivery is unknown.
+PRUNED = ("pruned", [9209], 2, [3, 3])
 
 
 @pytest.fixture(scope="module")
@@ -402,14 +408,17 @@ def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
         for i, (name, figures) in enumerate(DELIVERY_CAMPAIGNS.items())
     ]
     # All older than the other tests' campaigns, which are the newest of the list.
-    plan.append((*REUSED, start + dt.timedelta(minutes=len(plan))))
+    for extra in (REUSED, MAYBE, PRUNED):
+        plan.append((*extra, start + dt.timedelta(minutes=len(plan))))
     for index, (name, tickets, sent, statuses, sent_at) in enumerate(plan):
         value = {
-            **record(tickets[0], sent, sent_at),
+            **record(tickets[0] if tickets else 0, sent, sent_at),
             "conn_id": CONN_D,
             "tickets": tickets,
-            "batches": len(tickets),
+            "batches": len(tickets) or 1,
         }
+        if name == MAYBE[0]:
+            value.update(outcome="maybe_sent", unknown_batches=[1], cost=0)
         xcoms.append(xcom_row(f"dag_{name}", value, sent_at))
         dated = sent_at + dt.timedelta(minutes=2 if name != REUSED[0] else -30)
         for number, status in enumerate(statuses):
@@ -432,6 +441,8 @@ def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
         ensure_flush_rows(session, [CONN_D])
     with create_session(scoped=False) as session:
         flush_batch(session, CONN_D, max_reports=1000, min_reports=1, asset=None)
+    with create_session(scoped=False) as session:
+        mark_pruned(session, CONN_D, PRUNED[1][0])
     with create_session(scoped=False) as session:
         rows = session.execute(
             select(campaign_table.c.dag_id, campaign_table.c.id).where(campaign_table.c.conn_id == CONN_D)
@@ -457,7 +468,7 @@ def delivery_pages(api: str, auth_manager: Any, limit: int, **params: Any) -> li
 @pytest.mark.parametrize(
     ("state", "expected"),
     [
-        ("not_final", ["reused", "silent", "pending_failed", "pending"]),
+        ("not_final", ["maybe", "reused", "silent", "pending_failed", "pending"]),
         ("complete", ["two_tickets", "complete_failed", "complete_ok"]),
         ("with_failures", ["pending_failed", "complete_failed"]),
     ],
@@ -481,9 +492,11 @@ def test_the_delivery_filter_selects_by_delivery_from_the_send_and_pages(
     first = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, delivery=state).json()
     for campaign in first["campaigns"]:
         figures = campaign["delivery"]
+        # A campaign that may have been sent has a batch whose messages no report will ever cover.
+        maybe_sent = campaign["outcome"] == "maybe_sent"
         assert {
-            "not_final": figures["not_final"] > 0,
-            "complete": figures["not_final"] == 0,
+            "not_final": figures["not_final"] > 0 or maybe_sent,
+            "complete": figures["not_final"] == 0 and not maybe_sent,
             "with_failures": figures["failed"] > 0,
         }[state]
 
@@ -504,11 +517,42 @@ def test_a_filtered_page_reads_a_bounded_number_of_campaigns_and_says_where_to_r
     from airflow_provider_sms.campaigns import queries
 
     monkeypatch.setattr(queries, "MAX_SCANNED", 2)
+    monkeypatch.setattr(queries, "FILTER_CHUNK", 1)
     # The first page reads 3 candidates (limit + 1: the reused campaign and both with failures) and stops
     # there, bounded, with a next: the second reads on from it and finds the end.
     pages = delivery_pages(api, auth_manager, 2, delivery="with_failures")
 
     assert pages == [[delivery_campaigns["pending_failed"], delivery_campaigns["complete_failed"]], []]
+
+
+def test_a_campaign_whose_reports_were_pruned_stands_as_no_delivery_state(
+    api: str, auth_manager: Any, delivery_campaigns: dict[str, int]
+) -> None:
+    pruned = get(f"{api}/campaigns/{delivery_campaigns['pruned']}", "admin", auth_manager).json()["campaign"]
+    assert pruned["delivery"]["reports_pruned_at"] is not None
+    assert (pruned["delivery"]["delivered"], pruned["delivery"]["not_final"]) == (0, 0)
+    for state in ("not_final", "complete", "with_failures"):
+        listed = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, delivery=state, limit=200)
+        assert delivery_campaigns["pruned"] not in [c["id"] for c in listed.json()["campaigns"]]
+
+
+def test_a_page_cursor_that_is_no_campaign_the_user_may_read_is_422(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import airflow.api_fastapi.app as airflow_app
+
+    class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
+        def filter_authorized_dag_ids(self, *, dag_ids: set[str], user: Any, **_: Any) -> set[str]:
+            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user)
+            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
+
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: OneDagForViewers())
+    # dag_b's campaign would tell the viewer when it was sent, as the start of a page: not a cursor.
+    for who, before in (("viewer", campaigns["dag_b"]), ("admin", 999_999)):
+        answer = get(f"{api}/campaigns", who, auth_manager, before=before)
+        assert answer.status_code == 422
+        assert answer.json()["detail"].startswith(f"before: {before} is not a campaign you may read")
+    assert get(f"{api}/campaigns", "viewer", auth_manager, before=campaigns["dag_a"]).status_code == 200
 
 
 def test_an_unknown_delivery_state_is_422_naming_the_parameter(api: str, auth_manager: Any) -> None:

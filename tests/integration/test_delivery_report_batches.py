@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 
 from airflow_provider_sms.delivery_reports.batches import flush_batch
 from airflow_provider_sms.delivery_reports.retention import prune_reports
@@ -281,9 +281,45 @@ def test_prune_removes_old_campaigns_whole_and_never_a_report_not_yet_in_an_even
             )
             return {campaign_id: count for campaign_id, count in rows}
 
+    # The campaigns page lists the sends of 41 and 42: 41's is marked pruned, its delivery unknown.
+    from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
+
+    now = dt.datetime.now(dt.timezone.utc)
+    with db.engine.begin() as connection:
+        for row_id, ticket in ((1, 41), (2, 42)):
+            connection.execute(
+                insert(campaign_table).values(
+                    id=row_id,
+                    dag_id="d",
+                    run_id="r",
+                    task_id=f"t{ticket}",
+                    map_index=-1,
+                    conn_id="sms_default",
+                    outcome="sent",
+                    sent_at=now,
+                    recorded_at=now,
+                    record={},
+                    sent=3,
+                )
+            )
+            connection.execute(
+                insert(campaign_ticket_table).values(
+                    campaign_row=row_id, conn_id="sms_default", campaign_id=ticket
+                )
+            )
+
+    def pruned_rows() -> list[int]:
+        with db.engine.connect() as connection:
+            return list(
+                connection.scalars(
+                    select(campaign_table.c.id).where(campaign_table.c.reports_pruned_at.is_not(None))
+                )
+            )
+
     with db.Session() as session:
         dry = prune_reports(session, older_than=dt.timedelta(days=90), dry_run=True)
         session.rollback()
+    assert pruned_rows() == []
     assert (dry.campaigns, dry.reports, dry.waiting) == ([("sms_default", 41)], 3, [("sms_default", 43)])
     assert left() == {41: 3, 42: 2, 43: 2}
     with db.Session() as session, session.begin():
@@ -296,6 +332,7 @@ def test_prune_removes_old_campaigns_whole_and_never_a_report_not_yet_in_an_even
     with db.engine.connect() as connection:
         messages = connection.scalars(select(delivery_message_table.c.campaign_id).distinct()).all()
     assert sorted(messages) == [42, 43]
+    assert pruned_rows() == [1]
 
 
 def test_the_prune_command_line_says_what_it_did(db: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,3 +88,36 @@ def test_without_a_login_the_page_says_so(browser: Browser, api: str) -> None:  
         assert "Log in to Airflow" in page.locator("#error").inner_text(timeout=15_000)
     finally:
         context.close()
+
+
+def test_a_slow_list_does_not_draw_itself_over_the_campaign_opened_after_it(
+    browser: Browser,
+    api: str,  # noqa: F811
+    auth_manager: Any,  # noqa: F811
+    campaigns: dict[str, int],  # noqa: F811
+) -> None:
+    from urllib.parse import urlsplit
+
+    ui = api.replace("/campaigns/api/v1", "/campaigns/ui/")
+    context = browser.new_context()
+    context.set_default_timeout(15_000)
+    try:
+        root = ui.split("/sms/")[0] + "/"
+        context.add_cookies([{"name": "_token", "value": token(auth_manager, "admin"), "url": root}])
+        page = context.new_page()
+        held: list[Any] = []
+        # The list's answer is held back until the campaign is drawn.
+        page.route(
+            lambda url: urlsplit(url).path.endswith("/api/v1/campaigns"), lambda route: held.append(route)
+        )
+        page.goto(ui)
+        page.goto(f"{ui}#/campaign/{campaigns['dag_a']}")
+        page.locator("#failed-numbers code").first.wait_for()
+        assert len(held) == 1
+        with page.expect_response(lambda answer: answer.request == held[0].request):
+            held[0].continue_()
+        page.wait_for_timeout(500)  # the list's answer handled (dropped)
+        assert page.locator("h1").inner_text().startswith("Campaign 9101")
+        assert page.locator("#campaigns").count() == 0
+    finally:
+        context.close()

@@ -43,8 +43,13 @@ function h(tag, attributes, ...children) {
 
 // ---- the API, with the UI's login: its cookie (Airflow 3.1.1+), else the token the UI keeps (3.0, 3.1.0).
 class NotLoggedIn extends Error {}
+// Each route() starts a view; an answer that arrives once another view began is dropped, or a slow list
+// would draw itself over the campaign opened after it.
+let view = 0;
+class Superseded extends Error {}
 
 async function api(path, params) {
+  const mine = view;
   const url = new URL(`${API}${path}`, location.href);
   for (const [name, value] of Object.entries(params || {})) if (value) url.searchParams.set(name, value);
   let answer = await fetch(url, { credentials: "same-origin" });
@@ -58,7 +63,9 @@ async function api(path, params) {
     try { detail = JSON.stringify((await answer.json()).detail); } catch (e) { /* not JSON */ }
     throw new Error(`HTTP ${answer.status}: ${detail}`);
   }
-  return (answer.headers.get("content-type") || "").includes("json") ? answer.json() : answer.text();
+  const body = await ((answer.headers.get("content-type") || "").includes("json") ? answer.json() : answer.text());
+  if (mine !== view) throw new Superseded();
+  return body;
 }
 
 // ---- links to Airflow's own pages: navigate Airflow's UI (the frame may not navigate the top window).
@@ -91,6 +98,9 @@ function when(iso) {
 }
 
 function bar(delivery) {
+  if (delivery.reports_pruned_at) {
+    return h("small", { class: "muted", title: `deleted ${delivery.reports_pruned_at}` }, "reports deleted (retention): delivery unknown");
+  }
   const part = (count) => (delivery.sent ? (100 * count) / delivery.sent : 0).toFixed(2);
   const title = `${NUMBER.format(delivery.delivered)} delivered, ${NUMBER.format(delivery.failed)} failed, `
     + `${NUMBER.format(delivery.not_final)} not yet final, of ${NUMBER.format(delivery.sent)} sent`;
@@ -128,10 +138,13 @@ const OUTCOMES = { sent: null, partly_sent: "partly sent", maybe_sent: "may have
 const DELIVERY_STATES = { not_final: "Not yet final", complete: "Complete", with_failures: "With failures" };
 
 // ---- the list
+// A run id from the address: a "+" typed or left unencoded there reads as a space (run ids have none).
+function runId(query) { return (query.get("run_id") || "").replaceAll(" ", "+"); }
+
 async function showList(query) {
   const filters = {
     // Airflow 3.1 puts the run id in the tab's address unencoded: its "+" reads as a space.
-    conn_id: query.get("conn_id"), dag_id: query.get("dag_id"), run_id: (query.get("run_id") || "").replaceAll(" ", "+"),
+    conn_id: query.get("conn_id"), dag_id: query.get("dag_id"), run_id: runId(query),
     task_id: query.get("task_id"), map_index: query.get("map_index"),
     since: query.get("since"), until: query.get("until"), delivery: query.get("delivery"), before: query.get("before"),
   };
@@ -231,7 +244,7 @@ async function showCampaign(id) {
 // one (the usual case), else the list of them.
 async function showTask(query) {
   const page = await api("/campaigns", {
-    dag_id: query.get("dag_id"), run_id: query.get("run_id"), task_id: query.get("task_id"), map_index: query.get("map_index"), limit: 2,
+    dag_id: query.get("dag_id"), run_id: runId(query), task_id: query.get("task_id"), map_index: query.get("map_index"), limit: 2,
   });
   if (page.campaigns.length === 1) {
     location.replace(`#/campaign/${page.campaigns[0].id}`);
@@ -251,6 +264,7 @@ function adoptHostRoute() {
 }
 
 async function route() {
+  view += 1;
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, search] = hash.split("?");
   const query = new URLSearchParams(search || location.search);
@@ -260,6 +274,7 @@ async function route() {
     else if (path === "/task") await showTask(query);
     else await showList(query);
   } catch (error) {
+    if (error instanceof Superseded) return;
     const text = error instanceof NotLoggedIn ? "Log in to Airflow to see the SMS campaigns." : `Cannot show this: ${error.message}`;
     app.replaceChildren(h("h1", {}, "SMS campaigns"), h("p", { class: "warn", id: "error" }, text));
   }
