@@ -56,23 +56,30 @@ CAMPAIGN_TARGET = Target(3.0)
 API = "/sms/campaigns/api/v1/campaigns"
 PAGE = 50  # campaigns on page 1 (the API's default)
 HEALTH = "/sms/delivery-reports/_health"
+# Airflow's own lists behind the same login, for scale: the DAG runs (as many as campaigns) and the DAGs.
+AIRFLOW_RUNS = "/api/v2/dags/~/dagRuns"
+AIRFLOW_DAGS = "/api/v2/dags"
 
 
-def names(campaigns: int, big: int) -> tuple[str, str, str]:
-    """The three cases' names: page 1, the big campaign's page, the indexer's look."""
+def names(campaigns: int, big: int) -> tuple[str, str, str, str, str]:
+    """The cases' names: page 1, the big campaign's page, the indexer's look, Airflow's own two lists."""
     return (
         f"campaigns page 1 ({PAGE} of {campaigns:,} campaigns), against the no-op GET",
         f"a campaign of {big:,} numbers on its page, against the no-op GET",
         f"campaign indexer, one look with {campaigns:,} records kept in XCom",
+        f"Airflow's own GET /api/v2/dags/~/dagRuns (50 of {campaigns:,} runs), against the no-op GET",
+        f"Airflow's own GET /api/v2/dags (the {len(DAGS)} DAGs), against the no-op GET",
     )
 
 
 def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
-    page_name, campaign_name, look_name = names(campaigns, big)
+    page_name, campaign_name, look_name, runs_name, dags_name = names(campaigns, big)
     return [
         skipped(page_name, campaigns, PAGE_TARGET, reason, unit="ms"),
         skipped(campaign_name, big, CAMPAIGN_TARGET, reason, unit="ms"),
         skipped(look_name, campaigns, REPORT, reason, unit="ms"),
+        skipped(runs_name, campaigns, REPORT, reason, unit="ms"),
+        skipped(dags_name, len(DAGS), REPORT, reason, unit="ms"),
     ]
 
 
@@ -92,7 +99,7 @@ def campaign_page_cases(deployment: Deployment, campaigns: int, big: int, big_co
 def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_conn_id: str) -> list[Record]:
     """Page 1 with ``campaigns`` campaigns and the page of the ``big``-number campaign (``BIG_CAMPAIGN``
     of ``big_conn_id``, already stored and batched), against the no-op GET; the indexer's look."""
-    page_name, campaign_name, look_name = names(campaigns, big)
+    page_name, campaign_name, look_name, runs_name, dags_name = names(campaigns, big)
     before = deployment_child(deployment, "benchmarks.indexer_look", "--looks", str(LOOKS))
     began = time.monotonic()
     runs = make_runs(deployment, campaigns)
@@ -117,6 +124,8 @@ def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_
             "page": (f"{base}{API}", {}),
             "health": (f"{base}{HEALTH}", {}),
             "campaign": (f"{base}{API}/{big_row}", {}),
+            "airflow_runs": (f"{base}{AIRFLOW_RUNS}", {"limit": PAGE, "order_by": "-run_after"}),
+            "airflow_dags": (f"{base}{AIRFLOW_DAGS}", {"limit": PAGE}),
         },
         headers,
         CALLS,
@@ -167,6 +176,24 @@ def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_
                 f"and records were made in {made:.0f} s, copied by the API server's indexer in "
                 f"{indexed:.0f} s"
             ),
+        ),
+        record(
+            runs_name,
+            campaigns,
+            medians["airflow_runs"],
+            medians["health"],
+            REPORT,
+            unit="ms",
+            note=f"the {PAGE} newest DAG runs of every DAG, as an admin (Airflow's list of this size); {how}",
+        ),
+        record(
+            dags_name,
+            len(DAGS),
+            medians["airflow_dags"],
+            medians["health"],
+            REPORT,
+            unit="ms",
+            note=f"the DAGs page's list, as an admin; {how}",
         ),
     ]
 
