@@ -145,6 +145,15 @@ def run_dag_test(
     return run
 
 
+def latest_run(home: Path, dag_id: str) -> str:
+    """The run id of ``dag_id``'s latest DAG run in the SQLite database in ``home``."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        (run_id,) = db.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+        ).fetchone()
+    return str(run_id)
+
+
 def forget_campaigns(home: Path) -> None:
     """Delete the campaign registers (``sms_campaign:`` Variables) of the SQLite database in ``home``."""
     with sqlite3.connect(home / "airflow.db") as db:

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from airflow_provider_sms._compat import airflow_has_plugin_pages
 from airflow_provider_sms.campaigns.indexer import index_once
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
+from tests.conftest import latest_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
@@ -27,14 +28,6 @@ DAGS = Path(__file__).parent
 REMINDER = DAGS / "campaign_dags" / "sms_daily_reminder.py"
 RETRIES = DAGS / "fault_dags" / "sms_send_with_retries.py"
 PLUGIN_PAGES = airflow_has_plugin_pages()
-
-
-def latest_run(airflow_home: Path, dag_id: str) -> str:
-    with sqlite3.connect(airflow_home / "airflow.db") as db:
-        (run_id,) = db.execute(
-            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
-        ).fetchone()
-    return str(run_id)
 
 
 def campaigns_of(dag_id: str, run_id: str) -> list[Any]:

@@ -142,6 +142,21 @@ def api(auth_manager: Any, campaigns: dict[str, int]) -> Iterator[str]:
         yield f"{server.url}{URL_PREFIX}{API_PREFIX}"
 
 
+def viewer_reads_only_dag_a(auth_manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrow the viewer to dag_a, as a deployment's per-DAG permissions would."""
+    import airflow.api_fastapi.app as airflow_app
+
+    class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
+        def filter_authorized_dag_ids(
+            self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
+        ) -> set[str]:
+            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
+            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
+
+    narrowed = OneDagForViewers()
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: narrowed)
+
+
 def get(url: str, who: str | None, auth_manager: Any, **params: Any) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token(auth_manager, who)}"} if who else {}
     return httpx.get(url, headers=headers, params=params, timeout=10)
@@ -212,17 +227,7 @@ def test_a_campaign_shows_failures_in_full_to_editors_and_masked_to_viewers(
 def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
     api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import airflow.api_fastapi.app as airflow_app
-
-    class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
-        def filter_authorized_dag_ids(
-            self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
-        ) -> set[str]:
-            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
-            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
-
-    narrowed = OneDagForViewers()
-    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: narrowed)
+    viewer_reads_only_dag_a(auth_manager, monkeypatch)
 
     listed = get(f"{api}/campaigns", "viewer", auth_manager, conn_id=CONN).json()
     assert [c["dag_id"] for c in listed["campaigns"]] == ["dag_a"]
@@ -539,14 +544,7 @@ def test_a_campaign_whose_reports_were_pruned_stands_as_no_delivery_state(
 def test_a_page_cursor_that_is_no_campaign_the_user_may_read_is_422(
     api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import airflow.api_fastapi.app as airflow_app
-
-    class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
-        def filter_authorized_dag_ids(self, *, dag_ids: set[str], user: Any, **_: Any) -> set[str]:
-            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user)
-            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
-
-    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: OneDagForViewers())
+    viewer_reads_only_dag_a(auth_manager, monkeypatch)
     # dag_b's campaign would tell the viewer when it was sent, as the start of a page: not a cursor.
     for who, before in (("viewer", campaigns["dag_b"]), ("admin", 999_999)):
         answer = get(f"{api}/campaigns", who, auth_manager, before=before)

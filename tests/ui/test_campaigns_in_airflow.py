@@ -29,7 +29,14 @@ import pytest
 import requests
 
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-from tests.conftest import AIRFLOW, DAG_TEST_TIMEOUT, MIGRATE_TIMEOUT, airflow_env, plain_output
+from tests.conftest import (
+    AIRFLOW,
+    DAG_TEST_TIMEOUT,
+    MIGRATE_TIMEOUT,
+    airflow_env,
+    latest_run,
+    plain_output,
+)
 from tests.ui.conftest import ARTIFACTS, SIMPLE_AUTH_MANAGER, free_port, running_api_server
 
 if TYPE_CHECKING:
@@ -71,6 +78,11 @@ class TeamAirflow:
         page.get_by_label("Password").fill(PASSWORDS[user])
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(f"{self.url}/")
+
+    def ticket_of_team_a(self) -> int:
+        """The sandbox's ticket of team A's campaign (its text is "Your order has shipped")."""
+        (ticket,) = [int(c["ticket"]) for c in self.sandbox.inspect.campaigns() if "shipped" in c["text"]]
+        return ticket
 
     def token(self, user: str) -> str:
         answer = requests.post(
@@ -133,21 +145,11 @@ def team_airflow(
             for dag_id in (DAG_A, DAG_B):
                 output = _airflow(env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
                 token_canary.check_output(output, f"output of airflow dags test {dag_id}")
-                runs[dag_id] = _latest_run(home, dag_id)
+                runs[dag_id] = latest_run(home, dag_id)
             deployment = TeamAirflow(url=url, runs=runs, sandbox=sandbox)
             _wait_until_listed(deployment)
             yield deployment
         token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
-
-
-def _latest_run(home: Path, dag_id: str) -> str:
-    import sqlite3
-
-    with sqlite3.connect(home / "airflow.db") as db:
-        (run_id,) = db.execute(
-            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
-        ).fetchone()
-    return str(run_id)
 
 
 def _wait_until_listed(deployment: TeamAirflow) -> None:
@@ -236,7 +238,7 @@ def test_a_campaign_draws_its_chart_and_its_csv_is_the_sandboxs_failures(
     with page.expect_download() as download:
         frame.locator("#csv").click()
     lines = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
-    (ticket,) = [int(c["ticket"]) for c in team_airflow.sandbox.inspect.campaigns() if "shipped" in c["text"]]
+    ticket = team_airflow.ticket_of_team_a()
     expected = sorted(
         (report["destination"], FAILED_STATUSES[report["status"]])
         for report in team_airflow.sandbox.inspect.delivery_report_ledger()
@@ -258,9 +260,8 @@ def test_the_dag_run_tab_lists_that_runs_campaign(team_airflow: TeamAirflow, pag
     (row,) = _rows(frame)
     assert f"{DAG_A} / {run_id} / send" in row
     assert frame.locator("h1").inner_text() == "SMS campaigns of this run"
-    assert (
-        "null" not in frame.locator("#app").inner_text()
-    )  # the tab has no filters, and says nothing of them
+    # The tab has no filters, and says nothing of them.
+    assert "null" not in frame.locator("#app").inner_text()
     page.screenshot(path=ARTIFACTS / "campaigns-run-tab.png", animations="disabled")
 
 
@@ -320,5 +321,4 @@ def test_the_send_tasks_extra_link_opens_its_campaign(team_airflow: TeamAirflow,
     link.click()  # same origin: Airflow opens it in the same tab
     frame = team_airflow.frame(page)
     frame.locator("#chart svg").wait_for()
-    (ticket,) = [int(c["ticket"]) for c in team_airflow.sandbox.inspect.campaigns() if "shipped" in c["text"]]
-    assert frame.locator("h1").inner_text() == f"Campaign {ticket}"
+    assert frame.locator("h1").inner_text() == f"Campaign {team_airflow.ticket_of_team_a()}"
