@@ -40,8 +40,9 @@ def supervisor_comms_cannot_await() -> bool:
     return comms is not None and not hasattr(comms, "asend")
 
 
-def airflow_has_plugin_pages() -> bool:
-    """Whether Airflow's UI shows plugins' pages (``external_views``): Airflow 3.1 and later."""
+def airflow_3_1_or_later() -> bool:
+    """Whether this is Airflow 3.1 or later: the UI shows plugins' pages (``external_views``), and the
+    standard provider has human-in-the-loop tasks (``HITLOperator``)."""
     from airflow import __version__
     from packaging.version import Version
 

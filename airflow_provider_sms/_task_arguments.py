@@ -20,12 +20,14 @@ from airflow_provider_sms.exceptions import SmsValidationError
 
 SendWindowMode = Literal["postpone", "fail", "ignore"]
 SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
-OnCostExceeded = Literal["fail", "skip"]
+OnCostExceeded = Literal["fail", "skip", "ask"]
 InvalidNumbers = Literal["fail", "skip"]
 OnDuplicate = Literal["fail", "skip", "send"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
 # request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
 DEFAULT_BATCH_SIZE = 10_000
+# How long on_cost_exceeded="ask" waits for a person's answer before it takes "Do not send".
+DEFAULT_APPROVAL_TIMEOUT = dt.timedelta(hours=24)
 
 
 def is_template(value: object) -> bool:
@@ -75,10 +77,65 @@ def check_send_window(value: object) -> SendWindowMode:
 
 
 def check_on_cost_exceeded(value: object) -> OnCostExceeded:
-    """``value`` as what a send does when a gate refuses it, or SmsValidationError (``on_cost_exceeded``)."""
-    if value not in ("fail", "skip"):
-        raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail' or 'skip'")
-    return value  # narrowed to OnCostExceeded by the test above
+    """``value`` as what a send does when a gate refuses it, or SmsValidationError (``on_cost_exceeded``).
+
+    ``ask`` needs Airflow's human-in-the-loop (Airflow 3.1 and later): on Airflow 3.0 it is refused
+    here, so a literal ``"ask"`` is an import error of the DAG file and a templated one fails the task
+    before any request, with the same text.
+    """
+    if value not in ("fail", "skip", "ask"):
+        raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail', 'skip' or 'ask'")
+    if value == "ask":
+        from airflow_provider_sms._compat import airflow_3_1_or_later
+
+        if not airflow_3_1_or_later():
+            from airflow import __version__
+
+            raise SmsValidationError.for_value(
+                "on_cost_exceeded",
+                value,
+                "'ask' waits for a person's answer through Airflow's human-in-the-loop, which needs "
+                f"Airflow 3.1 or later (this is Airflow {__version__}); use 'fail' or 'skip'",
+            )
+    return value  # narrowed to OnCostExceeded by the tests above
+
+
+def check_approvers(value: object) -> list[dict[str, str]] | None:
+    """``value`` as the Airflow users who may answer an approval, or SmsValidationError (``approvers``).
+
+    Each approver is a user as Airflow's auth manager knows it: ``{"id": ..., "name": ...}`` (the
+    FAB auth manager's id is the user's number), or a user name alone, which is the id with the simple
+    auth manager. None or an empty list: anyone who may answer the DAG's required actions.
+    """
+    if value is None or value == [] or value == ():
+        return None
+    items = [value] if isinstance(value, (str, Mapping)) else value
+    users: list[dict[str, str]] = []
+    for item in items if isinstance(items, (list, tuple)) else [items]:
+        if isinstance(item, str) and item.strip():
+            users.append({"id": item.strip(), "name": item.strip()})
+        elif isinstance(item, Mapping) and str(item.get("id") or "").strip():
+            user_id = str(item["id"]).strip()
+            users.append({"id": user_id, "name": str(item.get("name") or user_id)})
+        else:
+            raise SmsValidationError.for_value(
+                "approvers",
+                item,
+                "each approver is an Airflow user: a user name (simple auth manager) or a dict "
+                "{'id': ..., 'name': ...} with the id the auth manager gives the user",
+            )
+    return users
+
+
+def check_approval_timeout(value: object) -> dt.timedelta | None:
+    """``value`` as how long an approval waits (a positive timedelta, or None: no limit)."""
+    if value is None:
+        return None
+    if not isinstance(value, dt.timedelta) or value <= dt.timedelta(0):
+        raise SmsValidationError.for_value(
+            "approval_timeout", value, "must be a positive datetime.timedelta, or None to wait without limit"
+        )
+    return value
 
 
 def check_on_duplicate(value: object) -> OnDuplicate:

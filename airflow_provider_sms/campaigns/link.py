@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from airflow.providers.common.compat.sdk import BaseOperatorLink
 
-from airflow_provider_sms._compat import airflow_has_plugin_pages
+from airflow_provider_sms._compat import airflow_3_1_or_later
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import BaseOperator, TaskInstanceKey
@@ -50,7 +50,7 @@ class SmsCampaignLink(BaseOperatorLink):
         :param ti_key: the task instance (DAG, run, task, map index).
         """
         # Set by the send task once it pushed its campaign record: a task that sent nothing has none.
-        if not airflow_has_plugin_pages() or not getattr(operator, "campaign_recorded", False):
+        if not airflow_3_1_or_later() or not getattr(operator, "campaign_recorded", False):
             return ""
         return campaigns_page_url(
             {

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import PushType
 
+# The text of an approval notifier (``approval_notifiers=[SmsNotifier(text=APPROVAL_TEXT, ...)]`` on a
+# send operator with on_cost_exceeded="ask"): the cost, the gate and the link to the Required actions
+# page, where the answer needs an Airflow login.
+APPROVAL_TEXT = (
+    "SMS campaign {{ ti.dag_id }}.{{ ti.task_id }} waits for your approval: {{ sms_approval.cost }} "
+    "credits ({{ sms_approval.gate }}). Answer in Airflow: {{ sms_approval.link }}"
+)
+
 # DAG files import this module: the hook, the models and the send window are imported when a
 # notification is sent, not when the file is parsed (see airflow_provider_sms._task_arguments).
 
@@ -37,6 +45,10 @@ class SmsNotifier(BaseNotifier):
                 recipients=["33612345678"],
             ),
         )
+
+    It also tells an approver that a campaign waits for their answer (``on_cost_exceeded="ask"``):
+    ``approval_notifiers=[SmsNotifier(text=APPROVAL_TEXT, recipients=[...])]`` on the send operator,
+    where the text's templates see ``sms_approval`` (``cost``, ``gate``, ``credits_after``, ``link``).
 
     :param text: the SMS text. Templated (the callback's context: ``ti``, ``dag``, ``ds``...).
     :param recipients: telephone numbers, international format. Templated.

@@ -36,7 +36,7 @@ from airflow_provider_sms.exceptions import (
 from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient
 from airflow_provider_sms.operators._campaign_register import CampaignRegister, content_digest
 from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
-from airflow_provider_sms.operators._send_guard import SendGuard, fingerprint
+from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard, fingerprint
 from airflow_provider_sms.recipients import parse_lists
 from airflow_provider_sms.send_window import Logger, apply_marketing_rules, postponement
 from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
@@ -213,12 +213,15 @@ class Campaign:
             self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
         )
 
+    def digest(self) -> str:
+        """What makes two campaigns the same but their delivery time (the campaign register's key)."""
+        return content_digest(self.hook.sms_conn_id, self.message, self.plan.audience)
+
     def register(self, identity: Mapping[str, Any]) -> CampaignRegister:
         """The campaign register of this campaign, for the task instance ``identity`` that sends it."""
-        conn_id = self.hook.sms_conn_id
         return CampaignRegister(
-            content_digest(conn_id, self.message, self.plan.audience),
-            conn_id,
+            self.digest(),
+            self.hook.sms_conn_id,
             (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"]),
         )
 
@@ -320,12 +323,17 @@ def apply_gates(
     on_cost_exceeded: object,
     log: Logger,
     rejected_locally: int = 0,
+    approval: ApprovalRecord | None = None,
+    digest: str = "",
 ) -> dict[str, Any]:
     """Compare the simulated figures with the gates; raise (fail or skip) when one refuses.
 
     :param rejected_locally: recipients left out before any request (``invalid_numbers="skip"``):
         ``max_filtered_ratio`` counts them with the service's filtered ones.
+    :param approval: with ``on_cost_exceeded="ask"``, the send guard's approval record, if any.
+    :param digest: the campaign's content digest, compared with the approved one's.
     :return: the gate's decision and figures, returned in the operator's XCom.
+    :raises ApprovalNeeded: ``ask``, and no approval covers this campaign: the operator asks.
     """
     given = simulation["total"] + rejected_locally
     ratio = (simulation["filtered"] + rejected_locally) / given if given else 0.0
@@ -364,6 +372,10 @@ def apply_gates(
         log.info("Gate passed: %s. Simulated: %s", "; ".join(text for _, text in checks), summary(simulation))
         return gate
     text = f"Gate refused the send: {'; '.join(refusals)}. Simulated: {summary(simulation)}"
+    if on_cost_exceeded == "ask":
+        from airflow_provider_sms.operators._approval import approved_gate
+
+        return approved_gate(gate, simulation, approval, digest, text, log)
     if on_cost_exceeded == "skip":
         log.warning("%s; skipping (on_cost_exceeded='skip')", text)
         raise AirflowSkipException(text)
@@ -470,6 +482,8 @@ def send_campaign(
     :param on_duplicate: ``fail``, ``skip`` or ``send`` when the campaign register
         (:mod:`._campaign_register`) holds the same campaign sent by another task instance.
     :return: the send operators' XCom dict.
+    :raises ApprovalNeeded: a gate refused, ``on_cost_exceeded="ask"`` and the guard holds no
+        approval of this campaign (nothing was sent; the register's claim is released).
     """
     duplicate_policy: OnDuplicate = check_on_duplicate(on_duplicate)
     sent = already_sent(guard, campaign, allow_resend=allow_resend, log=log)
@@ -486,7 +500,15 @@ def send_campaign(
     try:
         if resending and any(value is not None for value in gates.values()):
             simulation = simulate_all(campaign, log, sent)
-            gate = apply_gates(gates, simulation, on_cost_exceeded, log, campaign.plan.rejected_count)
+            gate = apply_gates(
+                gates,
+                simulation,
+                on_cost_exceeded,
+                log,
+                campaign.plan.rejected_count,
+                approval=guard.approval,
+                digest=campaign.digest(),
+            )
         results = send_batches(campaign, guard, sent, log)
     except BaseException:
         if not guard.batches:

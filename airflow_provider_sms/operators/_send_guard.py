@@ -15,6 +15,10 @@ changed anything or the key would be too long). The value is JSON, readable in t
 To send a campaign again on purpose, delete the Variable (``airflow variables delete KEY``); to resend
 only a batch recorded ``sending`` after checking it did not go out, set ``allow_resend=True`` or
 remove that batch's entry from the Variable.
+
+With ``on_cost_exceeded="ask"``, the guard also keeps the approval (``approval``): the figures a person
+was asked about (``asked``), then, once they answered "Send", who and when (``approved``). A retry of
+an approved campaign sends without asking again, if the campaign is the same and costs no more.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, Variable
@@ -46,9 +50,12 @@ GUARD_FORMAT = (
     'each batch under its 0-based index as a string: {"state": "sending" or "sent", "fingerprint": ..., '
     '"started": ..., "result": {...}, "note": ...}. state "sending" means the batch may have been sent (it '
     'is not sent again unless allow_resend=True); "sent" needs its "result" with at least "status": 1, '
-    '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). To send the '
-    "whole campaign again, delete the Variable"
+    '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). An optional '
+    '"approval" object holds state "asked" or "approved", "cost", "fingerprint", "refusals", "asked_at", '
+    '"by" and "at". To send the whole campaign again, delete the Variable'
 )
+ApprovalState = Literal["asked", "approved"]
+APPROVAL_STATES: tuple[str, ...] = ("asked", "approved")
 
 
 @dataclass
@@ -75,6 +82,28 @@ class BatchRecord:
     def campaign_result(self) -> CampaignResult:
         """The recorded answer as a :class:`CampaignResult`."""
         return CampaignResult.model_validate(self.result)
+
+
+@dataclass
+class ApprovalRecord:
+    """What a person was asked about a campaign a gate refused, and their "Send" once given.
+
+    :param state: ``asked`` (the question Airflow shows for this task instance) or ``approved``.
+    :param cost: the simulated cost the question showed: what "Send" approves, at most.
+    :param fingerprint: the campaign's content digest (message and recipients; not the delay).
+    :param refusals: what the gates refused, as the question said it.
+    :param asked_at: when the question was first asked (ISO 8601).
+    :param by: who answered "Send" (the Airflow user's name); None until then.
+    :param at: when they answered (ISO 8601).
+    """
+
+    state: ApprovalState
+    cost: float
+    fingerprint: str
+    refusals: list[str]
+    asked_at: str
+    by: str | None = None
+    at: str | None = None
 
 
 def fingerprint(message: Message, items: Iterable[object]) -> str:
@@ -112,6 +141,7 @@ class SendGuard:
         self.key = key
         self.identity = identity
         self._batches: dict[int, BatchRecord] = {}
+        self.approval: ApprovalRecord | None = None
 
     @classmethod
     def for_task_instance(cls, ti: Any) -> SendGuard:
@@ -133,6 +163,7 @@ class SendGuard:
         try:
             document = json.loads(raw) if raw else {}
             self._batches = _batches(document)
+            self.approval = _approval(document)
         except (ValueError, TypeError, ValidationError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AirflowFailException(
@@ -168,11 +199,18 @@ class SendGuard:
         self._batches.pop(index, None)
         self._save()
 
+    def keep_approval(self, approval: ApprovalRecord) -> None:
+        """Record the question asked, or the approval given (``approval.state``)."""
+        self.approval = approval
+        self._save()
+
     def _save(self) -> None:
-        document = {
+        document: dict[str, Any] = {
             **self.identity,
             "batches": {str(index): vars(record) for index, record in sorted(self._batches.items())},
         }
+        if self.approval is not None:
+            document["approval"] = vars(self.approval)
         Variable.set(
             self.key,
             json.dumps(document, separators=(",", ":")),
@@ -198,3 +236,18 @@ def _batches(document: object) -> dict[int, BatchRecord]:
             batch.campaign_result()
         batches[int(index)] = batch
     return batches
+
+
+def _approval(document: dict[str, Any]) -> ApprovalRecord | None:
+    """The guard's approval record, checked (ValueError names what is wrong), or None."""
+    raw = document.get("approval")
+    if raw is None:
+        return None
+    approval = record_from(ApprovalRecord, raw, "approval", APPROVAL_STATES)
+    if isinstance(approval.cost, bool) or not isinstance(approval.cost, (int, float)) or approval.cost < 0:
+        raise ValueError("approval: its cost is a number of credits")
+    if not isinstance(approval.fingerprint, str) or not approval.fingerprint:
+        raise ValueError("approval: no fingerprint")
+    if approval.state == "approved" and not approval.at:
+        raise ValueError("approval: state 'approved' without when ('at')")
+    return approval

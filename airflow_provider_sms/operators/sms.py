@@ -19,11 +19,14 @@ from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._task_arguments import (
+    DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_BATCH_SIZE,
     InvalidNumbers,
     OnCostExceeded,
     OnDuplicate,
     SendWindowMode,
+    check_approval_timeout,
+    check_approvers,
     check_audience,
     check_batch_size,
     check_invalid_numbers,
@@ -36,7 +39,8 @@ from airflow_provider_sms._task_arguments import (
 from airflow_provider_sms.campaigns.link import SmsCampaignLink
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    import datetime as dt
+    from collections.abc import Callable, Mapping, Sequence
 
     from airflow.providers.common.compat.sdk import Context
 
@@ -184,8 +188,20 @@ class SmsSendBaseOperator(SmsBaseOperator):
     every gate passes; otherwise the task fails (not retried) or is skipped, with the figures.
 
     :param max_cost: most credits the campaign may cost. Templated.
-    :param on_cost_exceeded: ``fail`` (default) or ``skip`` when a gate refuses (any of the three).
-        Templated (e.g. ``"{{ params.on_cost_exceeded }}"``).
+    :param on_cost_exceeded: ``fail`` (default), ``skip`` or ``ask`` when a gate refuses (any of the
+        three). ``ask`` (Airflow 3.1 and later) asks a person in Airflow's Required actions, with the
+        figures, whether to send: "Send" sends the campaign approved, at no more than the cost shown
+        (it is simulated again just before sending); "Do not send", or no answer within
+        ``approval_timeout``, skips the task. Templated (e.g. ``"{{ params.on_cost_exceeded }}"``).
+    :param approvers: with ``ask``, the Airflow users who may answer: user names (simple auth manager)
+        or ``{"id": ..., "name": ...}`` dicts (the id the auth manager gives the user). Default: anyone
+        who may answer the DAG's required actions. Templated.
+    :param approval_timeout: with ``ask``, how long to wait for the answer (default 24 hours; None: no
+        limit). No answer in time is "Do not send".
+    :param approval_notifiers: with ``ask``, notifiers called once the question is asked, e.g.
+        ``SmsNotifier`` to text the approver; their templates see ``sms_approval`` (``cost``, ``gate``,
+        ``credits_after``, ``link`` to the Required actions page, ``subject``, ``approvers``). A notifier
+        that fails is logged; the question stands.
     :param max_filtered_ratio: refuse when more than this share (0-1) of the numbers would be filtered.
         Templated.
     :param min_credits_after: refuse when fewer credits than this would be left. Templated.
@@ -208,6 +224,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         "max_filtered_ratio",
         "min_credits_after",
         "on_duplicate",
+        "approvers",
     )
     ui_color = "#fadbd8"
     sends = True
@@ -225,6 +242,9 @@ class SmsSendBaseOperator(SmsBaseOperator):
         min_credits_after: int | str | None = None,
         on_duplicate: OnDuplicate | str = "fail",
         allow_resend: bool = False,
+        approvers: Sequence[str | Mapping[str, str]] | str | None = None,
+        approval_timeout: dt.timedelta | None = DEFAULT_APPROVAL_TIMEOUT,
+        approval_notifiers: Sequence[Callable[[Context], Any]] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -233,6 +253,11 @@ class SmsSendBaseOperator(SmsBaseOperator):
             check_on_cost_exceeded(on_cost_exceeded)
         if not is_template(on_duplicate):
             check_on_duplicate(on_duplicate)
+        if not is_template(approvers):
+            check_approvers(approvers)
+        self.approvers = approvers
+        self.approval_timeout = check_approval_timeout(approval_timeout)
+        self.approval_notifiers = list(approval_notifiers)
         self.max_cost = max_cost
         self.on_cost_exceeded = on_cost_exceeded
         self.max_filtered_ratio = max_filtered_ratio
@@ -302,33 +327,70 @@ class SmsSendBaseOperator(SmsBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
-        from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign, task_errors
+        from airflow_provider_sms.operators._campaign_run import task_errors
+        from airflow_provider_sms.operators._send_guard import SendGuard
+
+        with task_errors():
+            result = self.send(context, SendGuard.for_task_instance(context["ti"]))
+        return self.finish(context, result)
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], asked: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Resume after a person answered the approval question (``on_cost_exceeded="ask"``).
+
+        "Send": the campaign is prepared and simulated again, then sent if it is the one approved and
+        costs no more. "Do not send" or no answer in time: the task is skipped, nothing sent.
+
+        :param event: Airflow's human-in-the-loop answer.
+        :param asked: what the question showed (carried by Airflow with the wait).
+        """
+        from airflow_provider_sms.operators._approval import take_answer
+        from airflow_provider_sms.operators._campaign_run import task_errors
         from airflow_provider_sms.operators._send_guard import SendGuard
 
         with task_errors():
             guard = SendGuard.for_task_instance(context["ti"])
-            self.check_delivery_waits(guard)
-            gates = read_gates(
-                max_cost=self.max_cost,
-                max_filtered_ratio=self.max_filtered_ratio,
-                min_credits_after=self.min_credits_after,
+            take_answer(self, context, event, asked, guard)
+            result = self.send(context, guard)
+        return self.finish(context, result)
+
+    def send(self, context: Context, guard: SendGuard) -> dict[str, Any]:
+        """Read the gates, prepare the campaign and send it under ``guard``; ask when a gate refuses
+        and ``on_cost_exceeded`` is ``ask``."""
+        from airflow_provider_sms._task_arguments import check_approvers
+        from airflow_provider_sms.operators._approval import ApprovalNeeded, ask
+        from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign
+
+        self.check_delivery_waits(guard)
+        gates = read_gates(
+            max_cost=self.max_cost,
+            max_filtered_ratio=self.max_filtered_ratio,
+            min_credits_after=self.min_credits_after,
+            on_cost_exceeded=self.on_cost_exceeded,
+            given=self.gates_given,
+        )
+        self.approvers = check_approvers(self.approvers)
+        campaign = self.prepare_campaign()
+        result = None
+        try:
+            result = send_campaign(
+                campaign,
+                guard,
+                gates,
                 on_cost_exceeded=self.on_cost_exceeded,
-                given=self.gates_given,
+                on_duplicate=self.on_duplicate,
+                allow_resend=self.allow_resend,
+                log=self.log,
             )
-            campaign = self.prepare_campaign()
-            result = None
-            try:
-                result = send_campaign(
-                    campaign,
-                    guard,
-                    gates,
-                    on_cost_exceeded=self.on_cost_exceeded,
-                    on_duplicate=self.on_duplicate,
-                    allow_resend=self.allow_resend,
-                    log=self.log,
-                )
-            finally:
-                self.push_record(context, campaign, guard, result, gates["max_cost"])
+        except ApprovalNeeded as need:
+            ask(self, context, campaign, need, guard)
+        finally:
+            self.push_record(context, campaign, guard, result, gates["max_cost"])
+        return result
+
+    def finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
+        """The result, with its ticket pushed under its own XCom key too."""
         if self.do_xcom_push:
             # Under its own key too: `send.output["ticket"]` pulls the XCom key "ticket", so that an
             # XComArg can feed SmsNpaiSensor(campaign_id=...) directly.

@@ -80,6 +80,19 @@ def set_credits(payload: dict[str, int], state: SandboxDep) -> dict[str, int]:
         raise SmsApiError(-7, f"credits: {exc}") from None
 
 
+@router.get("/price")
+def get_price(state: SandboxDep) -> dict[str, int]:
+    return {"price": state.price}
+
+
+@router.post("/price")
+def set_price(payload: dict[str, int], state: SandboxDep) -> dict[str, int]:
+    try:
+        return {"price": state.set_price(payload["price"])}
+    except (KeyError, ValueError) as exc:
+        raise SmsApiError(-7, f"price: {exc}") from None
+
+
 @router.get("/faults")
 def get_faults(state: SandboxDep) -> dict[str, Any]:
     return state.faults.model_dump()

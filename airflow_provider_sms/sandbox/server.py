@@ -128,6 +128,17 @@ class InspectionClient:
         """
         self._call("POST", "/credits", {"credits": credits})
 
+    def price(self) -> int:
+        """The credits one SMS part costs (1 after a reset)."""
+        return int(self._object("GET", "/price")["price"])
+
+    def set_price(self, price: int) -> None:
+        """Set the credits one SMS part costs, from the next simulation or send on.
+
+        :param price: credits per SMS part, 1 or more.
+        """
+        self._call("POST", "/price", {"price": price})
+
     def faults(self) -> dict[str, Any]:
         """The faults in force, with what is left of their counters."""
         return self._object("GET", "/faults")

@@ -379,6 +379,7 @@ class SandboxState:
         with self._lock:
             self.dlr_ledger.closed = True
             self.credits = seeds.credits
+            self.price = 1
             self.lists = copy.deepcopy(seeds.lists)
             self.webhooks = {
                 key: {"webhook_id": key, **value} for key, value in copy.deepcopy(seeds.webhooks).items()
@@ -457,6 +458,18 @@ class SandboxState:
             self.credits = credits
             return credits
 
+    def set_price(self, price: int) -> int:
+        """Set the credits one SMS part costs (1 after a reset): a tariff change between a simulation
+        and the send.
+
+        :param price: credits per SMS part, 1 or more.
+        """
+        if not isinstance(price, int) or isinstance(price, bool) or price < 1:
+            raise ValueError(f"price must be an integer of at least 1, got {price!r}")
+        with self._lock:
+            self.price = price
+            return price
+
     # ---------------------------------------------------------------------------------- campaigns
 
     def campaign(self, path: str, request: CampaignRequest) -> tuple[CampaignResult, dict[str, Any] | None]:
@@ -475,7 +488,7 @@ class SandboxState:
             counts, sent = self._filter(recipients, month)
             text = self._shorten(message)
             parts = count_parts(text, stop_mention=has_stop_mention(message.pushtype, message.sender)).parts
-            cost = parts * len(sent)
+            cost = parts * len(sent) * self.price
             if sends and cost > self.credits:
                 raise SmsApiError(-3, f"not enough credits: the campaign costs {cost}, {self.credits} left")
             credits = self.credits - cost

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
-from airflow_provider_sms._compat import airflow_has_plugin_pages
+from airflow_provider_sms._compat import airflow_3_1_or_later
 from airflow_provider_sms.campaigns.indexer import index_once
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
 from tests.conftest import latest_run
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags]
 DAGS = Path(__file__).parent
 REMINDER = DAGS / "campaign_dags" / "sms_daily_reminder.py"
 RETRIES = DAGS / "fault_dags" / "sms_send_with_retries.py"
-PLUGIN_PAGES = airflow_has_plugin_pages()
+PLUGIN_PAGES = airflow_3_1_or_later()
 
 
 def campaigns_of(dag_id: str, run_id: str) -> list[Any]:

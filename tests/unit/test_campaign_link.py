@@ -29,7 +29,7 @@ def _connection(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example/team/")
     # Every test below runs on an Airflow with plugin pages unless it says otherwise.
-    monkeypatch.setattr(link, "airflow_has_plugin_pages", lambda: True)
+    monkeypatch.setattr(link, "airflow_3_1_or_later", lambda: True)
 
 
 def sent(**kwargs: Any) -> tuple[SmsSendOperator, dict[str, Any]]:
@@ -95,15 +95,15 @@ def test_a_task_that_failed_after_sending_links_to_what_it_sent(requests_mock: A
 def test_on_airflow_3_0_there_is_no_link(requests_mock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     Service().mount(requests_mock)
     operator, ctx = sent()
-    monkeypatch.setattr(link, "airflow_has_plugin_pages", lambda: False)
+    monkeypatch.setattr(link, "airflow_3_1_or_later", lambda: False)
 
     assert SmsCampaignLink().get_link(operator, ti_key=ctx["ti"]) == ""
 
 
-def test_airflow_has_plugin_pages_from_3_1() -> None:
-    from airflow_provider_sms._compat import airflow_has_plugin_pages
+def test_airflow_3_1_or_later_from_3_1() -> None:
+    from airflow_provider_sms._compat import airflow_3_1_or_later
 
-    assert airflow_has_plugin_pages() is PLUGIN_PAGES
+    assert airflow_3_1_or_later() is PLUGIN_PAGES
 
 
 def test_the_send_operators_declare_the_link_and_the_simulation_does_not() -> None:

@@ -1,0 +1,343 @@
+"""A person approves a campaign a gate refused: ``on_cost_exceeded="ask"``. Not public API.
+
+The question is Airflow's own human-in-the-loop request (Airflow 3.1 and later). The send operator
+builds the standard provider's ``HITLOperator`` for its own task instance and runs its ``execute()``,
+which writes the request (subject, Markdown body, the options "Send" and "Do not send", the default
+"Do not send" taken at the timeout, the approvers), calls the notifiers and parks the task until the
+answer: in Airflow's ``awaiting_input`` state from 3.3 (no worker, triggerer or pool slot held),
+deferred to ``HITLTrigger`` on 3.1 and 3.2. The answer resumes the send operator's
+``execute_complete``, a new process that renders the templates and prepares the campaign again.
+
+What the question showed travels with the wait (the task instance's ``next_kwargs``, which no user
+edits) and is kept in the send guard (:mod:`._send_guard`), so that a retry knows it too. "Send"
+approves that campaign at that cost, at most: just before sending, the campaign is simulated again;
+one that changed, or costs more, is not sent and the task fails, naming both costs. It does not ask
+again: Airflow keeps one question per task instance, and a second question would show the first
+one's figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pendulum
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
+
+from airflow_provider_sms._task_arguments import check_approvers
+from airflow_provider_sms.models import FILTER_FIELDS
+from airflow_provider_sms.operators._send_guard import ApprovalRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from airflow.providers.common.compat.sdk import Context
+    from airflow.providers.standard.operators.hitl import HITLOperator
+
+    from airflow_provider_sms.operators._campaign_run import Campaign
+    from airflow_provider_sms.operators._send_guard import SendGuard
+    from airflow_provider_sms.operators.sms import SmsSendBaseOperator
+    from airflow_provider_sms.send_window import Logger
+
+SEND = "Send"
+DO_NOT_SEND = "Do not send"
+# The context key approval notifiers read (e.g. "{{ sms_approval.link }}" in an SmsNotifier's text).
+CONTEXT_KEY = "sms_approval"
+_ENCODINGS = {"GSM-7": "GSM 7-bit", "UCS-2": "UCS-2 (Unicode)"}
+
+
+class ApprovalNeeded(Exception):
+    """A gate refused a campaign whose ``on_cost_exceeded`` is ``ask``, and no approval covers it.
+
+    :param gate: the gate's decision and figures (as the XCom's ``gate``).
+    :param simulation: the simulated figures, added up over the batches.
+    :param text: the refusal, as the task log says it.
+    """
+
+    def __init__(self, gate: dict[str, Any], simulation: Mapping[str, Any], text: str) -> None:
+        super().__init__(text)
+        self.gate = gate
+        self.simulation = dict(simulation)
+        self.text = text
+
+
+def approved_gate(
+    gate: dict[str, Any],
+    simulation: Mapping[str, Any],
+    approval: ApprovalRecord | None,
+    digest: str,
+    text: str,
+    log: Logger,
+) -> dict[str, Any]:
+    """The refused ``gate`` with the approval that lets the campaign go, or why not.
+
+    :param approval: the send guard's approval record, if any.
+    :param digest: the campaign's content digest now (:meth:`Campaign.digest`).
+    :raises ApprovalNeeded: no approval yet: ask.
+    :raises AirflowFailException: approved, but the campaign changed or costs more than approved.
+    """
+    if approval is None or approval.state != "approved":
+        raise ApprovalNeeded(gate, simulation, text)
+    who = f"approved by {approval.by} at {approval.at} for {approval.cost} credits"
+    if approval.fingerprint != digest:
+        raise AirflowFailException(
+            f"Not sent: this campaign was {who}, but its message or recipients changed since (the "
+            "templates were rendered again). Airflow keeps one question per task instance, so it is not "
+            "asked again: trigger a new DAG run to ask about the new campaign (not retried)."
+        )
+    if simulation["cost"] > approval.cost:
+        raise AirflowFailException(
+            f"Not sent: this campaign was {who}; simulated again just before sending, it now costs "
+            f"{simulation['cost']} credits, more than the {approval.cost} approved. It is not sent at the "
+            "higher price, and not asked again (Airflow keeps one question per task instance, whose "
+            "figures would be the old ones): trigger a new DAG run to ask at the new price (not retried)."
+        )
+    log.info(
+        "%s; sending: %s, simulated again just before sending at %s credits", text, who, simulation["cost"]
+    )
+    decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": approval.cost}
+    return {**gate, "approval": decision}
+
+
+def ask(
+    operator: SmsSendBaseOperator,
+    context: Context,
+    campaign: Campaign,
+    need: ApprovalNeeded,
+    guard: SendGuard,
+) -> NoReturn:
+    """Ask in Airflow's Required actions whether to send ``campaign``; park the task until the answer.
+
+    :raises TaskAwaitingInput: (Airflow 3.3+) or TaskDeferred (3.1, 3.2): the wait, carrying what was
+        asked for :func:`take_answer`.
+    :raises AirflowFailException: this task instance already asked about another campaign or a lower
+        cost, which Airflow would show instead of this question.
+    """
+    ti = context["ti"]
+    record = ApprovalRecord(
+        state="asked",
+        cost=need.simulation["cost"],
+        fingerprint=campaign.digest(),
+        refusals=list(need.gate["refusals"]),
+        asked_at=pendulum.now("UTC").isoformat(),
+    )
+    shown = guard.approval
+    if shown is not None:
+        # A question of an earlier try: Airflow still shows its subject and body to the approver.
+        if shown.fingerprint != record.fingerprint or shown.cost < record.cost:
+            raise AirflowFailException(
+                f"{need.text}. This task instance already asked, at {shown.asked_at}, about "
+                f"{'another campaign' if shown.fingerprint != record.fingerprint else 'this campaign'} "
+                f"at {shown.cost} credits; it now costs {record.cost}. Airflow keeps a task instance's "
+                "first question, so asking again would show the old figures: not asked, not sent. "
+                "Trigger a new DAG run to ask about this campaign (not retried)."
+            )
+        record = dataclasses.replace(shown, state="asked", by=None, at=None)
+    subject, body = question(campaign, need, ti, operator.approval_timeout)
+    hitl = hitl_operator(operator, subject=subject, body=body)
+    try:
+        link: str | None = hitl.generate_link_to_ui(task_instance=ti)
+    except ValueError as exc:
+        link = None
+        operator.log.warning(
+            "No link to the Required actions page for the notifiers (%s): set [api] base_url on the workers",
+            exc,
+        )
+    facts = {
+        "subject": subject,
+        "cost": record.cost,
+        "gate": "; ".join(record.refusals),
+        "refusals": record.refusals,
+        "credits_after": need.simulation["credits"],
+        "link": link,
+        "approvers": [user["name"] for user in check_approvers(operator.approvers) or []],
+    }
+    # Plain callables: HITLOperator calls each notifier with the context, and these log their failures.
+    hitl.notifiers = [_quiet(notifier, operator.log) for notifier in operator.approval_notifiers]  # type: ignore[misc]
+    guard.keep_approval(record)
+    operator.log.warning(
+        "%s. Asking in Airflow's Required actions (on_cost_exceeded='ask'; %s; answer %s): %s. Nothing is "
+        "sent until someone answers %r; %r%s skips the task.",
+        need.text,
+        "approvers: " + ", ".join(facts["approvers"]) if facts["approvers"] else "any user who may answer",
+        f"within {operator.approval_timeout}" if operator.approval_timeout else "without time limit",
+        link or "the DAG run's Required actions tab",
+        SEND,
+        DO_NOT_SEND,
+        " or no answer in time" if operator.approval_timeout else "",
+    )
+    try:
+        # Airflow logs that an operator runs another one's execute(): this one does it on purpose.
+        approval_context: dict[str, Any] = {**context, "task": hitl, CONTEXT_KEY: facts}
+        hitl.execute(approval_context)  # type: ignore[arg-type]
+    except BaseException as wait:
+        if getattr(wait, "method_name", None) == "execute_complete":
+            # What was asked rides with the wait (next_kwargs) to take_answer().
+            asked = {"approval": vars(record), "gate": need.gate, "simulation": need.simulation}
+            wait.kwargs = {**(getattr(wait, "kwargs", None) or {}), "asked": asked}  # type: ignore[attr-defined]
+        raise
+    raise RuntimeError("HITLOperator.execute() returned instead of waiting for the answer")
+
+
+def take_answer(
+    operator: SmsSendBaseOperator,
+    context: Context,
+    event: dict[str, Any],
+    asked: Mapping[str, Any],
+    guard: SendGuard,
+) -> None:
+    """Read the answer: record "Send" in the guard (the send follows); skip on "Do not send" or timeout.
+
+    Who answered, when and the figures go to the task log; on a skip, to the XCom too (``gate`` ->
+    ``approval``).
+    """
+    hitl = hitl_operator(operator, subject="", body=None)
+    answer = hitl.execute_complete(context, event)  # Airflow's checks of the event and the option
+    user = answer["responded_by_user"] or {}
+    by = user.get("name") or user.get("id")
+    at = _iso(answer["responded_at"])
+    timed_out = bool(event.get("timedout"))
+    record = ApprovalRecord(**asked["approval"])
+    if answer["chosen_options"] == [SEND] and not timed_out:
+        guard.keep_approval(dataclasses.replace(record, state="approved", by=by, at=at))
+        operator.log.info(
+            "Approved: %s answered %r at %s for the campaign asked about at %s (%s credits; %s). Simulating "
+            "it again, then sending it if it costs no more.",
+            by,
+            SEND,
+            at,
+            record.asked_at,
+            record.cost,
+            "; ".join(record.refusals),
+        )
+        return
+    why = (
+        f"no answer by {at}: the default {DO_NOT_SEND!r} was taken"
+        if timed_out
+        else f"{by} answered {answer['chosen_options'][0]!r} at {at}"
+    )
+    decision = {"choice": DO_NOT_SEND, "by": None if timed_out else by, "at": at, "timed_out": timed_out}
+    text = f"Not sent: {why} (campaign of {record.cost} credits; {'; '.join(record.refusals)})"
+    operator.log.warning("%s; skipping the task (on_cost_exceeded='ask')", text)
+    if operator.do_xcom_push:
+        gate = {**asked["gate"], "approval": decision}
+        result = {"ticket": None, "tickets": [], "sent": 0, "cost": 0, "simulation": asked["simulation"]}
+        context["ti"].xcom_push(key="return_value", value={**result, "gate": gate})
+    raise AirflowSkipException(text)
+
+
+def hitl_operator(operator: SmsSendBaseOperator, *, subject: str, body: str | None) -> HITLOperator:
+    """Airflow's human-in-the-loop operator for the send task's question (not part of any DAG)."""
+    from airflow.providers.standard.operators.hitl import HITLOperator
+
+    return HITLOperator(
+        task_id=operator.task_id,
+        subject=subject,
+        body=body,
+        options=[SEND, DO_NOT_SEND],
+        defaults=[DO_NOT_SEND],
+        assigned_users=check_approvers(operator.approvers),  # type: ignore[arg-type]
+        response_timeout=operator.approval_timeout,
+    )
+
+
+def question(campaign: Campaign, need: ApprovalNeeded, ti: Any, timeout: Any) -> tuple[str, str]:
+    """The question's subject and Markdown body: the figures a person needs to say yes or no."""
+    from airflow_provider_sms.operators._campaign_run import parts_of
+    from airflow_provider_sms.send_window import describe
+    from airflow_provider_sms.sms_parts import has_stop_mention
+
+    simulation, gate, message = need.simulation, need.gate, campaign.message
+    cost, credits = simulation["cost"], simulation["credits"]
+    subject = f"Send the SMS campaign of {ti.dag_id}.{ti.task_id}? It costs {cost:,} credits, over its gate"
+    parts = parts_of(message)
+    stop = (
+        "; the service adds the STOP mention (marketing with a custom sender), counted above"
+        if has_stop_mention(message.pushtype, message.sender)
+        else ""
+    )
+    filtered = ", ".join(f"{name} {simulation[name]:,}" for name in FILTER_FIELDS if simulation.get(name))
+    audience = (
+        f"lists {', '.join(str(ref.value) for ref in campaign.lists)}: {simulation['total']:,} numbers"
+        if campaign.lists is not None
+        else f"{simulation['total']:,} given"
+    )
+    if message.delay:
+        from airflow_provider_sms.delay import parse_instant
+
+        when = describe(parse_instant(message.delay))
+    else:
+        when = "at once, when approved"
+    if campaign.moved:
+        when += f" (moved by the send window from {campaign.moved['requested']}: {campaign.moved['reason']})"
+    limits = {
+        "max_cost": f" (max_cost {gate['max_cost']:,})" if gate.get("max_cost") is not None else "",
+        "credits": f" (min_credits_after {gate['min_credits_after']:,})"
+        if gate.get("min_credits_after") is not None
+        else "",
+        "ratio": f", max_filtered_ratio {gate['max_filtered_ratio']:.1%}"
+        if gate.get("max_filtered_ratio") is not None
+        else "",
+    }
+    deadline = describe(pendulum.now("UTC") + timeout) if timeout else "no time limit"
+    rows = [
+        ("Simulated cost", f"**{cost:,} credits**{limits['max_cost']}"),
+        ("Credits left after it", f"{credits:,}{limits['credits']}"),
+        ("Numbers", f"{audience}, {simulation['sent']:,} would be sent"),
+        (
+            "Filtered",
+            f"{simulation['filtered']:,} ({gate['filtered_ratio']:.1%}{limits['ratio']})"
+            + (f": {filtered}" if filtered else ""),
+        ),
+        (
+            "Message",
+            f"{message.pushtype or 'alert'}, {parts.parts} SMS part{'s' if parts.parts > 1 else ''} "
+            "per number, "
+            f"{_ENCODINGS.get(parts.encoding, parts.encoding)}, {parts.length} characters{stop}",
+        ),
+        ("Goes out", when),
+        ("DAG run", f"`{ti.dag_id}` / `{ti.run_id}`, task `{ti.task_id}`"),
+        ("Answer by", f"{deadline}; no answer means {DO_NOT_SEND!r}" if timeout else deadline),
+    ]
+    table = "\n".join(f"| {name} | {_cell(value)} |" for name, value in rows)
+    refusals = "\n".join(f"- {text}" for text in gate["refusals"])
+    body = (
+        f"A gate refused this campaign:\n\n{refusals}\n\n| | |\n|---|---|\n{table}\n\n"
+        f"**Text**\n\n{_fenced(message.text)}\n\n"
+        f"**{SEND}** sends this campaign at no more than {cost:,} credits: it is simulated again just before "
+        f"it goes out, and not sent if it costs more. **{DO_NOT_SEND}** skips the task: nothing is sent."
+    )
+    return subject, body
+
+
+def _quiet(notifier: Callable[[Context], Any], log: Logger) -> Callable[[Context], None]:
+    """``notifier``, called with a copy of the context; a failure is logged and the question stands."""
+
+    def call(context: Context) -> None:
+        try:
+            notifier(dict(context))  # type: ignore[arg-type]
+        except Exception as exc:
+            log.warning(
+                "The approval notifier %s failed (%s); the question is asked all the same",
+                type(notifier).__name__,
+                exc,
+            )
+
+    return call
+
+
+def _iso(moment: object) -> str:
+    return moment.isoformat() if hasattr(moment, "isoformat") else str(moment)
+
+
+def _cell(text: str) -> str:
+    """Text for one cell of a Markdown table: a ``|`` would end the cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fenced(text: str) -> str:
+    """``text`` as a Markdown code block whose fence no run of backticks in the text can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
