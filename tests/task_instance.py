@@ -14,6 +14,8 @@ class FakeTaskInstance:
     task_id: str = "send"
     run_id: str = "manual__2030"
     map_index: int = -1
+    # The task instance's id (Airflow's human-in-the-loop request is keyed by it).
+    id: str = "01960000-0000-7000-8000-000000000001"
     xcoms: dict[str, Any] = field(default_factory=dict)
 
     def xcom_push(self, key: str, value: Any) -> None:

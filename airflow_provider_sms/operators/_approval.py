@@ -30,6 +30,7 @@ from airflow_provider_sms.models import FILTER_FIELDS
 from airflow_provider_sms.operators._send_guard import ApprovalRecord
 
 if TYPE_CHECKING:
+    import datetime as dt
     from collections.abc import Callable, Mapping
 
     from airflow.providers.common.compat.sdk import Context
@@ -161,7 +162,9 @@ def ask(
         "sent until someone answers %r; %r%s skips the task.",
         need.text,
         "approvers: " + ", ".join(facts["approvers"]) if facts["approvers"] else "any user who may answer",
-        f"within {operator.approval_timeout}" if operator.approval_timeout else "without time limit",
+        f"within {_duration(operator.approval_timeout)}"
+        if operator.approval_timeout
+        else "without time limit",
         link or "the DAG run's Required actions tab",
         SEND,
         DO_NOT_SEND,
@@ -320,11 +323,20 @@ def _quiet(notifier: Callable[[Context], Any], log: Logger) -> Callable[[Context
         except Exception as exc:
             log.warning(
                 "The approval notifier %s failed (%s); the question is asked all the same",
-                type(notifier).__name__,
+                getattr(notifier, "__name__", None) or type(notifier).__name__,
                 exc,
             )
 
     return call
+
+
+def _duration(span: dt.timedelta) -> str:
+    """``span`` as a person says it: ``24 h``, ``1 h 30 min``, ``20 s``."""
+    hours, rest = divmod(int(span.total_seconds()), 3600)
+    minutes, seconds = divmod(rest, 60)
+    return " ".join(
+        f"{value} {unit}" for value, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if value
+    )
 
 
 def _iso(moment: object) -> str:
