@@ -215,8 +215,10 @@ def take_answer(
             "; ".join(record.refusals),
         )
         return
+    limit = _duration(operator.approval_timeout) if operator.approval_timeout else "the time allowed"
     why = (
-        f"no answer by {at}: the default {DO_NOT_SEND!r} was taken"
+        f"no answer within {limit} of the question asked at {record.asked_at}: the default "
+        f"{DO_NOT_SEND!r} was taken at {at}"
         if timed_out
         else f"{by} answered {answer['chosen_options'][0]!r} at {at}"
     )
