@@ -95,7 +95,7 @@ def approved_gate(
             "figures would be the old ones): trigger a new DAG run to ask at the new price (not retried)."
         )
     log.info(
-        "%s; sending: %s, simulated again just before sending at %s credits", text, who, simulation["cost"]
+        "%s. Sending it all the same: it was %s, and costs %s credits now", text, who, simulation["cost"]
     )
     decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": approval.cost}
     return {**gate, "approval": decision}
