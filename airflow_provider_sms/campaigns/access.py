@@ -41,6 +41,7 @@ class Viewer:
     name: str
     _readable: dict[str, bool] = field(default_factory=dict)
     _editable: dict[str, bool] = field(default_factory=dict)
+    _teams: dict[str, str | None] = field(default_factory=dict)
 
     def readable(self, dag_ids: Collection[str]) -> set[str]:
         """Those of ``dag_ids`` the user may read (the auth manager asked once per DAG and request)."""
@@ -62,20 +63,43 @@ class Viewer:
         allowed: set[str] = set()
         # Multi-team deployments (Airflow 3.2+): the auth manager decides per team, and a DAG's team is
         # its bundle's, which the caller must pass: asked without it, a team's DAG reads as anyone's.
-        for team, group in dags_by_team(unknown).items():
+        for team, group in self._by_team(unknown).items():
             teams = {} if team is None else {"team_name": team}
             allowed |= manager.filter_authorized_dag_ids(
                 dag_ids=group, user=self.user, method=method, **teams
             )
         known.update({dag_id: dag_id in allowed for dag_id in unknown})
 
+    def _by_team(self, dag_ids: set[str]) -> dict[str | None, set[str]]:
+        """``dag_ids`` grouped by team, each DAG's team looked up once per request."""
+        missing = dag_ids - self._teams.keys()
+        if missing:
+            teams = dag_teams(missing)
+            self._teams.update({dag_id: teams.get(dag_id) for dag_id in missing})
+        groups: dict[str | None, set[str]] = {}
+        for dag_id in dag_ids:
+            groups.setdefault(self._teams[dag_id], set()).add(dag_id)
+        return groups
 
-def dags_by_team(dag_ids: set[str]) -> dict[str | None, set[str]]:
-    """``dag_ids`` grouped by the team owning their bundle (None: no team, or Airflow before 3.2)."""
+
+def dag_teams(dag_ids: set[str]) -> dict[str, str | None]:
+    """The team owning each of ``dag_ids``' bundle, looked up only in multi-team mode (``[core]
+    multi_team``, Airflow 3.2+): else no DAG has one, and the lookup (a statement in a session of its
+    own) is not made."""
+    from airflow.configuration import conf
     from airflow.models.dag import DagModel
 
     mapping = getattr(DagModel, "get_dag_id_to_team_name_mapping", None)
-    teams: dict[str, str | None] = mapping(sorted(dag_ids)) if mapping is not None else {}
+    if mapping is None or not conf.getboolean("core", "multi_team", fallback=False):
+        return {}
+    teams: dict[str, str | None] = mapping(sorted(dag_ids))
+    return teams
+
+
+def dags_by_team(dag_ids: set[str]) -> dict[str | None, set[str]]:
+    """``dag_ids`` grouped by the team owning their bundle (None: no team, not in multi-team mode, or
+    Airflow before 3.2)."""
+    teams = dag_teams(dag_ids)
     groups: dict[str | None, set[str]] = {}
     for dag_id in dag_ids:
         groups.setdefault(teams.get(dag_id), set()).add(dag_id)

@@ -7,7 +7,9 @@ API server stores. The indexer reads those rows in time order from where it stop
 finds them among the other XComs), so a campaign shows on the page seconds after its task pushed it,
 and stays there when Airflow clears the task's XComs (a retry, a cleared task, ``airflow db clean``).
 A row committed late, with a time the indexer had already passed, is caught by reading again the
-:data:`LOOKBACK` before where it stopped; a row already copied is not written again. One API server at
+:data:`LOOKBACK` before where it stopped; a row already copied is not written again. Each campaign it
+adds or updates gets its delivery totals (:mod:`.totals`) from the counts the flusher kept, with the
+connection's flusher row locked. One API server at
 a time indexes (the lock on the indexer's row); the others skip that look.
 """
 
@@ -32,6 +34,7 @@ from airflow_provider_sms.campaigns.tables import (
     campaign_table,
     campaign_ticket_table,
 )
+from airflow_provider_sms.campaigns.totals import lock_connections, refresh_rows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -145,8 +148,18 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             )
         )
     }
-    written = 0
-    for key, (record, recorded_at) in records.items():
+    plan = [
+        (key, record, recorded_at, held.get(key))
+        for key, (record, recorded_at) in records.items()
+        if key not in held or held[key].recorded_at < recorded_at
+    ]
+    if not plan:
+        return 0
+    # Before any campaign row is written: no batch of these connections commits until this transaction
+    # does, so the delivery totals read below from their counts cannot miss one.
+    lock_connections(session, {record.conn_id for _, record, _, _ in plan})
+    row_ids = []
+    for key, record, recorded_at, found in plan:
         values = {
             "conn_id": record.conn_id,
             "outcome": record.outcome,
@@ -154,18 +167,15 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             "recorded_at": recorded_at,
             "record": record.xcom_value(),
         }
-        found = held.get(key)
         if found is None:
             inserted = session.execute(insert(campaign_table).values({**key._asdict(), **values}))
             row_id = inserted.inserted_primary_key[0]  # type: ignore[attr-defined]
-        elif found.recorded_at < recorded_at:
+        else:
             row_id = found.id
             session.execute(update(campaign_table).where(table.id == row_id).values(values))
             session.execute(
                 delete(campaign_ticket_table).where(campaign_ticket_table.c.campaign_row == row_id)
             )
-        else:
-            continue
         if record.tickets:
             session.execute(
                 insert(campaign_ticket_table),
@@ -174,8 +184,10 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
                     for ticket in sorted(set(record.tickets))
                 ],
             )
-        written += 1
-    return written
+        row_ids.append(row_id)
+    # Its delivery so far: its reports may have been flushed before its row was copied.
+    refresh_rows(session, row_ids)
+    return len(plan)
 
 
 def _record(row: Any) -> CampaignRecord | None:

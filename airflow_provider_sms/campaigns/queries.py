@@ -2,40 +2,34 @@
 public API.
 
 A page is read from ``sms_campaign`` newest first (``idx_sms_campaign_sent``), limited to the DAGs the
-user may read; the delivery of its campaigns from the counts the flusher keeps, in one statement for
-the page, counted from each campaign's send (a campaign id the service reused is counted from its
-reports since the send, as the delivery wait counts it).
+user may read, with each campaign's delivery counted from its send as kept on its row (:mod:`.totals`):
+one statement. A campaign with a reused campaign id (``reused_ids``: a ticket with reports from before
+its send) has no totals kept; its delivery is counted from its reports since the send, as the delivery
+wait counts it.
 
-The delivery filter (:data:`DELIVERY_STATES`) is asked of SQL first, on the kept counts summed over
-each campaign's tickets against its ``sent`` column, in page order and in chunks (the database still
-evaluates the condition on every campaign it passes over to fill a chunk: where matches are rare, that
-is most of them); each campaign it finds is checked again with its exact delivery
-(:func:`page_delivery`), which shows on the page, and a page reads :data:`MAX_SCANNED` campaigns at
-most. The two agree except for a reused campaign id, whose kept counts may hold an earlier campaign:
-such campaigns are always read and left to the exact check. A campaign whose reports the retention
-deleted stands as no state (its delivery is unknown); one that may have been sent (a batch of unknown
-outcome, with no reports) is never complete.
+The delivery filter (:data:`DELIVERY_STATES`) is asked of SQL on those totals against the ``sent``
+column, in page order and in chunks (the database still evaluates the condition on every campaign it
+passes over to fill a chunk: where matches are rare, that is most of them); each campaign it finds is
+checked again with its delivery (:func:`page_delivery`), which shows on the page, and a page reads
+:data:`MAX_SCANNED` campaigns at most. The two agree but for a campaign with a reused id, which is
+always read and left to the exact check. A campaign whose reports the retention deleted stands as no
+state (its delivery is unknown); one that may have been sent (a batch of unknown outcome, with no
+reports) is never complete.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, func, or_, select, text
 
 from airflow_provider_sms.campaigns.record import CampaignRecord
 from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
-from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
-from airflow_provider_sms.delivery_reports.counted_since import (
-    REPORT_CLOCK_SKEW,
-    count_since,
-    counts_with_arrival,
-    reported_before,
-)
+from airflow_provider_sms.campaigns.tables import campaign_table
+from airflow_provider_sms.campaigns.totals import kept_counts, statuses_of
+from airflow_provider_sms.delivery_reports.counted_since import REPORT_CLOCK_SKEW, count_since
 from airflow_provider_sms.delivery_reports.tables import (
-    delivery_campaign_table,
-    delivery_count_table,
     delivery_country_table,
     delivery_message_table,
     delivery_timeline_table,
@@ -46,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
     from datetime import datetime
 
-    from sqlalchemy import ColumnElement, ScalarSelect
+    from sqlalchemy import ColumnElement
     from sqlalchemy.orm import Session
 
 # Campaigns per page: the most, and when the caller does not say.
@@ -75,8 +69,20 @@ class UnknownCursor(LookupError):
 
 
 def dag_ids_with_campaigns(session: Session) -> set[str]:
-    """The DAGs that sent campaigns (what the auth manager is asked about)."""
-    return set(session.scalars(select(campaign_table.c.dag_id).distinct()))
+    """The DAGs that sent campaigns (what the auth manager is asked about): a loose index scan (a
+    recursive CTE stepping from one DAG id to the next in ``idx_sms_campaign_dag_sent``), one probe per
+    DAG whatever the number of campaigns, where ``SELECT DISTINCT`` reads them all."""
+    return {dag_id for dag_id in session.scalars(_DAG_IDS) if dag_id is not None}
+
+
+_DAG_IDS = text(
+    "WITH RECURSIVE dag_ids(dag_id) AS ("
+    " SELECT MIN(dag_id) FROM sms_campaign"
+    " UNION ALL"
+    " SELECT (SELECT MIN(c.dag_id) FROM sms_campaign c WHERE c.dag_id > d.dag_id)"
+    " FROM dag_ids d WHERE d.dag_id IS NOT NULL"
+    ") SELECT dag_id FROM dag_ids"
+)
 
 
 def campaign_page(
@@ -195,53 +201,23 @@ def delivery_is(state: DeliveryState, row: Any, statuses: Counter[int]) -> bool:
     return delivery.failed > 0
 
 
-def _kept_messages(*, excluding: Collection[int]) -> ScalarSelect[int]:
-    """The kept messages of the outer campaign row's tickets whose status is not in ``excluding``."""
-    tickets = campaign_ticket_table.c
-    counts = delivery_count_table.c
-    return (
-        select(func.coalesce(func.sum(counts.messages), 0))
-        .select_from(
-            campaign_ticket_table.join(
-                delivery_count_table,
-                and_(counts.conn_id == tickets.conn_id, counts.campaign_id == tickets.campaign_id),
-            )
-        )
-        .where(tickets.campaign_row == campaign_table.c.id, counts.status.not_in(sorted(excluding)))
-        .scalar_subquery()
-    )
-
-
 def _may_stand_as(state: DeliveryState) -> ColumnElement[bool]:
-    """What SQL can tell of ``state`` for the outer campaign row, from its kept counts (as
-    :func:`delivery_of` reads them): wider than :func:`delivery_is` for a campaign id that may have been
-    reused, whose kept counts may hold an earlier campaign's (the exact check decides)."""
+    """What SQL can tell of ``state`` for the outer campaign row, from the totals kept on it (as
+    :func:`delivery_is` reads them): exact, but for a campaign with a reused id (``reused_ids``: no
+    totals kept), which is always read and left to the exact check."""
     table = campaign_table.c
-    final = _kept_messages(excluding=PENDING_DELIVERY_STATUSES)
+    final = table.delivered + table.failed
     maybe_sent = table.outcome == MAYBE_SENT
     if state == "not_final":
         kept = or_(table.sent > final, maybe_sent)
     elif state == "complete":
         kept = and_(table.sent <= final, ~maybe_sent)
     else:
-        kept = _kept_messages(excluding=PENDING_DELIVERY_STATUSES | DELIVERED_STATUSES) > 0
-    reused = _maybe_reused() if state != "complete" else and_(_maybe_reused(), ~maybe_sent)
-    return and_(table.reports_pruned_at.is_(None), or_(kept, reused))
-
-
-def _maybe_reused() -> ColumnElement[bool]:
-    """Whether a ticket of the outer campaign row had reports from before its send (a reused id: its kept
-    counts may hold the earlier campaign's). Wider than :func:`reported_before` (no clock allowance, which
-    SQL dialects write differently): the exact check decides."""
-    tickets = campaign_ticket_table.c
-    arrivals = delivery_campaign_table.c
-    sent_at = campaign_table.c.sent_at
-    return exists().where(
-        tickets.campaign_row == campaign_table.c.id,
-        arrivals.conn_id == tickets.conn_id,
-        arrivals.campaign_id == tickets.campaign_id,
-        or_(arrivals.first_received_at < sent_at, arrivals.first_reported_at < sent_at),
+        kept = table.failed > 0
+    reused = (
+        table.reused_ids.is_(True) if state != "complete" else and_(table.reused_ids.is_(True), ~maybe_sent)
     )
+    return and_(table.reports_pruned_at.is_(None), or_(kept, reused))
 
 
 def campaign_row(session: Session, campaign: int) -> Any:
@@ -250,30 +226,23 @@ def campaign_row(session: Session, campaign: int) -> Any:
 
 
 def page_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[int]]:
-    """Messages by status of each campaign of ``rows``, counted from its send: one statement for the
-    kept counts of every ticket of the page; a ticket with reports from before its send (a reused id)
-    is counted from its reports since the send instead."""
+    """Messages by status of each campaign of ``rows``, counted from its send: the totals kept on its
+    row (:mod:`.totals`); a campaign with a reused id (``reused_ids``) is counted from its reports since
+    the send instead (:func:`exact_delivery`)."""
+    statuses = {row.id: statuses_of(row) for row in rows if not row.reused_ids}
+    statuses.update(exact_delivery(session, [row for row in rows if row.reused_ids]))
+    return statuses
+
+
+def exact_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[int]]:
+    """Messages by status of each campaign of ``rows``, counted from its send, from the store: one
+    statement for the kept counts of every ticket of ``rows``; a ticket with reports from before its
+    send (a reused id) is counted from its reports since the send instead."""
     if not rows:
         return {}
-    tickets = campaign_ticket_table.c
-    counts = delivery_count_table.c
-    found = session.execute(
-        counts_with_arrival(tickets.campaign_row)
-        .join(
-            campaign_ticket_table,
-            and_(tickets.conn_id == counts.conn_id, tickets.campaign_id == counts.campaign_id),
-        )
-        .where(tickets.campaign_row.in_([row.id for row in rows]))
-    ).all()
     sent_at = {row.id: row.sent_at for row in rows}
-    statuses: dict[int, Counter[int]] = defaultdict(Counter)
-    reused: dict[tuple[int, str], set[int]] = defaultdict(set)
-    for count in found:
-        since = sent_at[count.campaign_row]
-        if reported_before(count.first_received_at, count.first_reported_at, since):
-            reused[(count.campaign_row, count.conn_id)].add(count.campaign_id)
-        else:
-            statuses[count.campaign_row][int(count.status)] += int(count.messages)
+    kept, reused = kept_counts(session, sent_at)
+    statuses: dict[int, Counter[int]] = {row.id: kept.get(row.id, Counter()) for row in rows}
     for (row_id, conn_id), campaign_ids in reused.items():
         count_since(session, conn_id, sorted(campaign_ids), sent_at[row_id], statuses[row_id])
     return statuses

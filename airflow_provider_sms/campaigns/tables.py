@@ -12,7 +12,18 @@ their MetaData: one migration chain, made by ``airflow db migrate``). Not public
 from __future__ import annotations
 
 from airflow.models.base import ID_LEN
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    String,
+    Table,
+    UniqueConstraint,
+    false,
+)
 
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
 
@@ -37,6 +48,15 @@ campaign_table = Table(
     # When the retention deleted its delivery reports (``prune-delivery-reports``): its delivery is then
     # unknown, not "not yet final" (migration 0006).
     Column("reports_pruned_at", Timestamp, nullable=True),
+    # Its delivery counted from its send, kept by the flusher and the indexer (:mod:`.totals`), so that
+    # a page of the list reads it with its rows (migration 0007): messages by status code (``{"3": 950,
+    # ...}``), of which delivered and failed (final, not delivered). ``reused_ids``: a ticket of it had
+    # reports from before the send (a campaign id the service reused): these are then not kept, and the
+    # page counts its delivery from the reports instead.
+    Column("by_status", JSON, nullable=True),
+    Column("delivered", BigInteger, nullable=False, server_default="0"),
+    Column("failed", BigInteger, nullable=False, server_default="0"),
+    Column("reused_ids", Boolean, nullable=False, server_default=false()),
     # A task instance sends one campaign per send guard: a new one (the guard deleted, the task cleared)
     # starts at another time and gets its own row.
     UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "sent_at", name="sms_campaign_task_uq"),

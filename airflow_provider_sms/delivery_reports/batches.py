@@ -1,7 +1,8 @@
 """One step of the flusher: the next batch of a connection's stored reports, in one transaction.
 
 The batch gets the next number after the connection's watermark (``sms_delivery_flush.last_batch``);
-its reports are marked with it, the campaigns' latest statuses and counts are brought up to date, the
+its reports are marked with it, the campaigns' latest statuses and counts are brought up to date (and
+the delivery kept on the campaigns page's rows: :mod:`airflow_provider_sms.campaigns.totals`), the
 watermark advances and, when a DAG schedules on the connection's asset, one asset event names the
 batch. All of it commits together or not at all, so a stored report is in exactly one batch, and in
 exactly one asset event when there is a DAG to hear it, whatever crashes. The connection's row in
@@ -24,6 +25,7 @@ from airflow.assets.manager import asset_manager
 from airflow.models.asset import AssetActive, AssetModel
 from sqlalchemy import func, select, tuple_, update
 
+from airflow_provider_sms.campaigns.totals import refresh_for_tickets
 from airflow_provider_sms.delivery_reports.store import write_rows
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_campaign_table,
@@ -240,6 +242,9 @@ def roll_up(session: Session, conn_id: str, rows: Sequence[Any]) -> None:
         _by_outcome(countries),
     )
     _write_campaigns(session, conn_id, rows)
+    # The list's totals on the campaign rows: from the counts and arrivals just written (an arrival
+    # alone may make a ticket a reused id for a campaign row, with no count changed).
+    refresh_for_tickets(session, conn_id, {row.campaign_id for row in rows})
 
 
 def _by_outcome(tallies: Counter[tuple[int, Any, str]]) -> dict[str, Counter[tuple[int, Any]]]:

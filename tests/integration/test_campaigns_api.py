@@ -361,6 +361,7 @@ def test_with_teams_each_dag_is_checked_with_its_bundles_team(
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
     # What the bundles' team rows would say ([core] multi_team, a bundle per team).
+    monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", "True")
     teams = {"dag_a": "team_a", "dag_b": "team_b"}
     monkeypatch.setattr(
         DagModel,

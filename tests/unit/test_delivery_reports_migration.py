@@ -130,3 +130,70 @@ def test_the_campaigns_sent_column_is_filled_from_the_records(tmp_path: Path) ->
     with engine.connect() as connection:
         sent = connection.execute(text("SELECT dag_id, sent FROM sms_campaign ORDER BY dag_id")).all()
         assert [tuple(row) for row in sent] == [("a", 985), ("b", 0)]
+
+
+def test_the_campaigns_delivery_totals_are_filled_from_the_kept_counts_and_dropped_on_downgrade(
+    tmp_path: Path,
+) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'metadata.db'}")
+    config = SmsDeliveryReportsDBManager(session=None).get_alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "2c7e5a9f3d14")
+        # dag a: ticket 1 (reports after its send); b: ticket 2, whose first report arrived before its
+        # send (a reused id); c: pruned; d: no reports.
+        for dag_id, ticket, pruned in (
+            ("a", 1, None),
+            ("b", 2, None),
+            ("c", 1, "2026-11-25 10:00:00"),
+            ("d", 4, None),
+        ):
+            connection.execute(
+                text(
+                    "INSERT INTO sms_campaign (dag_id, run_id, task_id, map_index, conn_id, outcome, "
+                    "sent_at, recorded_at, record, sent, reports_pruned_at) VALUES (:dag_id, 'r', 't', -1, "
+                    "'sms_default', 'sent', '2026-11-24 10:00:00', '2026-11-24 10:00:00', '{}', 4, :pruned)"
+                ),
+                {"dag_id": dag_id, "pruned": pruned},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO sms_campaign_ticket (campaign_row, conn_id, campaign_id) SELECT id, "
+                    "'sms_default', :ticket FROM sms_campaign WHERE dag_id = :dag_id"
+                ),
+                {"dag_id": dag_id, "ticket": ticket},
+            )
+        for ticket, received in ((1, "2026-11-24 10:05:00"), (2, "2026-11-24 09:00:00")):
+            connection.execute(
+                text(
+                    "INSERT INTO sms_delivery_campaign (conn_id, campaign_id, reports, first_reported_at, "
+                    "first_received_at, last_received_at) VALUES ('sms_default', :ticket, 4, :at, :at, :at)"
+                ),
+                {"ticket": ticket, "at": received},
+            )
+            for status, messages in ((1, 1), (3, 2), (12, 1)):
+                connection.execute(
+                    text(
+                        "INSERT INTO sms_delivery_count (conn_id, campaign_id, status, messages) "
+                        "VALUES ('sms_default', :ticket, :status, :messages)"
+                    ),
+                    {"ticket": ticket, "status": status, "messages": messages},
+                )
+        command.upgrade(config, "heads")
+    with engine.connect() as connection:
+        totals = connection.execute(
+            text("SELECT dag_id, by_status, delivered, failed, reused_ids FROM sms_campaign ORDER BY dag_id")
+        ).all()
+        assert [tuple(row) for row in totals] == [
+            ("a", '{"1": 1, "3": 2, "12": 1}', 2, 1, 0),
+            ("b", "{}", 0, 0, 1),
+            ("c", None, 0, 0, 0),
+            ("d", "{}", 0, 0, 0),
+        ]
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "2c7e5a9f3d14")
+    with engine.connect() as connection:
+        columns = {column["name"] for column in inspect(connection).get_columns("sms_campaign")}
+        assert not {"by_status", "delivered", "failed", "reused_ids"} & columns
+        assert {"sent", "reports_pruned_at"} <= columns
