@@ -133,6 +133,21 @@ def api_server(airflow_home: Path, token_canary: TokenCanary) -> Iterator[str]:
     token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
 
 
+def sign_in(page: Page, url: str, user: str, password: str) -> None:
+    """Sign in to the Airflow UI at ``url`` through the simple auth manager's login page.
+
+    :param page: the browser page.
+    :param url: the API server's base URL.
+    :param user: the user name.
+    :param password: its password.
+    """
+    page.goto(url)
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}/")
+
+
 def _tail(path: Path, size: int = 3000) -> str:
     """The end of a log file, to explain a failure.
 

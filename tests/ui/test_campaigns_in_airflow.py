@@ -37,7 +37,7 @@ from tests.conftest import (
     latest_run,
     plain_output,
 )
-from tests.ui.conftest import ARTIFACTS, SIMPLE_AUTH_MANAGER, free_port, running_api_server
+from tests.ui.conftest import ARTIFACTS, SIMPLE_AUTH_MANAGER, free_port, running_api_server, sign_in
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -73,11 +73,7 @@ class TeamAirflow:
 
     def login(self, page: Page, user: str) -> None:
         """Sign in through the simple auth manager's login page."""
-        page.goto(self.url)
-        page.get_by_label("Username").fill(user)
-        page.get_by_label("Password").fill(PASSWORDS[user])
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{self.url}/")
+        sign_in(page, self.url, user, PASSWORDS[user])
 
     def ticket_of_team_a(self) -> int:
         """The sandbox's ticket of team A's campaign (its text is "Your order has shipped")."""

@@ -1,4 +1,5 @@
-"""A campaign over its gate, sent only once a person approves it, run by tests/dags/test_approval.py.
+"""A campaign over its gate, sent only once a person approves it, run by tests/dags/test_approval.py
+(answered through the REST API) and tests/ui/test_approval_in_airflow.py (through the UI, in chromium).
 
 Six numbers in two batches of three, 6 credits against ``max_cost=1``: the gate refuses, the task asks
 alice in Airflow's Required actions and texts her the link. ``retries=1`` with a 20-second delay lets
