@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sms._compat import airflow_3_1_or_later
 from airflow_provider_sms.delay import format_delay
 from airflow_provider_sms.send_window import next_allowed
 from dags_examples.demo import DagRunRecord, read_run
@@ -33,6 +34,7 @@ DAG_IDS = {
     "sms_npai_hygiene",
     "sms_campaign_delivery",
     "sms_on_delivery_reports",
+    "sms_approved_campaign",
 }
 # The sandbox's seeded lists 1 and 2, less the blacklisted number and the duplicate of list 1.
 WEEKLY_SENT_TO = {
@@ -216,6 +218,52 @@ def test_weekly_campaign_with_a_cost_cap_below_the_cost_skips_the_send(
     assert "cost 8 credits is over max_cost 5" in process.stdout + process.stderr
     assert sms_sandbox.inspect.campaigns() == []
     assert sms_sandbox.inspect.credits() == credits_before
+
+
+def test_approved_campaign_asks_only_where_airflow_has_human_in_the_loop() -> None:
+    from dags_examples import sms_approved_campaign
+
+    # On Airflow 3.0 "ask" is refused when the file is parsed: the example fails instead there.
+    assert ("ask" if airflow_3_1_or_later() else "fail") == sms_approved_campaign.ON_COST_EXCEEDED
+
+
+def test_approved_campaign_within_its_cap_is_sent_unasked(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_approved_campaign",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+    )
+
+    assert_succeeded(process)
+    assert run.states == {"send": "success"}
+    (campaign,) = sms_sandbox.inspect.campaigns()  # no SMS to the approvers: nothing was asked
+    assert campaign["lists"] == [1, 2]
+    assert set(campaign["sent_to"]) == WEEKLY_SENT_TO
+    send = run.values["send"]
+    assert send["gate"]["passed"] is True
+    assert "approval" not in send["gate"]
+
+
+@pytest.mark.skipif(airflow_3_1_or_later(), reason="on Airflow 3.1+ it asks (tests/dags/test_approval.py)")
+def test_approved_campaign_over_its_cap_fails_on_airflow_3_0(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    process, run = run_example(
+        run_dag_test,
+        airflow_home,
+        "sms_approved_campaign",
+        {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json")},
+        conf={"max_cost": 5},
+    )
+
+    output = process.stdout + process.stderr
+    assert process.returncode == 1, output[-6000:]
+    assert run.states == {"send": "failed"}
+    assert "cost 8 credits is over max_cost 5" in output
+    assert sms_sandbox.inspect.campaigns() == []
 
 
 def test_triggered_by_data_sends_the_csv_numbers_in_batches(
