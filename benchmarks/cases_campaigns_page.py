@@ -12,6 +12,8 @@ receiver's write and batched by the flusher).
   (``GET .../campaigns/{id}``: counts, delivery over time, failures by status and country, the first 100
   failed numbers), each against the receiver's no-op ``GET .../_health`` on the same API server: one
   client, the three calls in turn, median of 40 rounds, as an admin (who may edit: numbers in full).
+- The route's floor: the list of one campaign of one DAG (the token's check, one question to the auth
+  manager, one indexed statement), against the same no-op GET in the same rounds.
 - The indexer's look (every 5 s on each API server) with the 10,000 records kept in XCom, against the
   same look before they were pushed.
 """
@@ -61,25 +63,28 @@ AIRFLOW_RUNS = "/api/v2/dags/~/dagRuns"
 AIRFLOW_DAGS = "/api/v2/dags"
 
 
-def names(campaigns: int, big: int) -> tuple[str, str, str, str, str]:
-    """The cases' names: page 1, the big campaign's page, the indexer's look, Airflow's own two lists."""
+def names(campaigns: int, big: int) -> tuple[str, str, str, str, str, str]:
+    """The cases' names: page 1, the big campaign's page, the indexer's look, Airflow's own two lists,
+    the list's floor."""
     return (
         f"campaigns page 1 ({PAGE} of {campaigns:,} campaigns), against the no-op GET",
         f"a campaign of {big:,} numbers on its page, against the no-op GET",
         f"campaign indexer, one look with {campaigns:,} records kept in XCom",
         f"Airflow's own GET /api/v2/dags/~/dagRuns (50 of {campaigns:,} runs), against the no-op GET",
         f"Airflow's own GET /api/v2/dags (the {len(DAGS)} DAGs), against the no-op GET",
+        "campaigns list of 1 campaign of one DAG (the route's floor), against the no-op GET",
     )
 
 
 def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
-    page_name, campaign_name, look_name, runs_name, dags_name = names(campaigns, big)
+    page_name, campaign_name, look_name, runs_name, dags_name, floor_name = names(campaigns, big)
     return [
         skipped(page_name, campaigns, PAGE_TARGET, reason, unit="ms"),
         skipped(campaign_name, big, CAMPAIGN_TARGET, reason, unit="ms"),
         skipped(look_name, campaigns, REPORT, reason, unit="ms"),
         skipped(runs_name, campaigns, REPORT, reason, unit="ms"),
         skipped(dags_name, len(DAGS), REPORT, reason, unit="ms"),
+        skipped(floor_name, 1, REPORT, reason, unit="ms"),
     ]
 
 
@@ -99,7 +104,7 @@ def campaign_page_cases(deployment: Deployment, campaigns: int, big: int, big_co
 def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_conn_id: str) -> list[Record]:
     """Page 1 with ``campaigns`` campaigns and the page of the ``big``-number campaign (``BIG_CAMPAIGN``
     of ``big_conn_id``, already stored and batched), against the no-op GET; the indexer's look."""
-    page_name, campaign_name, look_name, runs_name, dags_name = names(campaigns, big)
+    page_name, campaign_name, look_name, runs_name, dags_name, floor_name = names(campaigns, big)
     before = deployment_child(deployment, "benchmarks.indexer_look", "--looks", str(LOOKS))
     began = time.monotonic()
     runs = make_runs(deployment, campaigns)
@@ -126,6 +131,8 @@ def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_
             "campaign": (f"{base}{API}/{big_row}", {}),
             "airflow_runs": (f"{base}{AIRFLOW_RUNS}", {"limit": PAGE, "order_by": "-run_after"}),
             "airflow_dags": (f"{base}{AIRFLOW_DAGS}", {"limit": PAGE}),
+            # The token's check, one question to the auth manager (one DAG), one statement, one campaign.
+            "floor": (f"{base}{API}", {"limit": 1, "dag_id": DAGS[0]}),
         },
         headers,
         CALLS,
@@ -144,8 +151,8 @@ def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_
             PAGE_TARGET,
             unit="ms",
             note=(
-                f"GET {API} as an admin: the {PAGE} newest with their delivery summed over their tickets' "
-                f"kept counts ({len(DAGS)} DAGs, 1-3 batches a campaign); {how}"
+                f"GET {API} as an admin: the {PAGE} newest with their delivery (kept on their rows: their "
+                f"tickets' counts summed) ({len(DAGS)} DAGs, 1-3 batches a campaign); {how}"
             ),
         ),
         record(
@@ -194,6 +201,19 @@ def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_
             REPORT,
             unit="ms",
             note=f"the DAGs page's list, as an admin; {how}",
+        ),
+        record(
+            floor_name,
+            1,
+            medians["floor"],
+            medians["health"],
+            REPORT,
+            unit="ms",
+            note=(
+                f"GET {API}?limit=1&dag_id={DAGS[0]}: the token's check (with Airflow's revoked-token "
+                f"lookup), one question to the auth manager about one DAG, one indexed statement, one "
+                f"campaign in JSON: what any route of this API pays; {how}"
+            ),
         ),
     ]
 

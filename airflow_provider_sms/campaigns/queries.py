@@ -71,7 +71,10 @@ class UnknownCursor(LookupError):
 def dag_ids_with_campaigns(session: Session) -> set[str]:
     """The DAGs that sent campaigns (what the auth manager is asked about): a loose index scan (a
     recursive CTE stepping from one DAG id to the next in ``idx_sms_campaign_dag_sent``), one probe per
-    DAG whatever the number of campaigns, where ``SELECT DISTINCT`` reads them all."""
+    DAG whatever the number of campaigns, where ``SELECT DISTINCT`` reads them all. On MySQL, whose
+    recursion stops at ``cte_max_recursion_depth`` (1,000 by default), ``SELECT DISTINCT``."""
+    if session.get_bind().dialect.name == "mysql":
+        return set(session.scalars(select(campaign_table.c.dag_id).distinct()))
     return {dag_id for dag_id in session.scalars(_DAG_IDS) if dag_id is not None}
 
 
@@ -87,7 +90,7 @@ _DAG_IDS = text(
 
 def campaign_page(
     session: Session,
-    readable: Collection[str],
+    readable: Collection[str] | None,
     *,
     conn_id: str | None = None,
     dag_id: str | None = None,
@@ -99,17 +102,22 @@ def campaign_page(
     delivery: DeliveryState | None = None,
     before: int | None = None,
     limit: int = DEFAULT_PAGE,
+    seen: set[str] | None = None,
 ) -> CampaignPage:
-    """A page of the campaigns of the ``readable`` DAGs, newest first.
+    """A page of the campaigns of the ``readable`` DAGs (None: of every DAG), newest first.
 
     :param task_id: only this task's; ``map_index``: only this mapped task instance's.
     :param since: sent at or after; ``until``: sent before.
     :param delivery: only the campaigns whose delivery stands so (:data:`DELIVERY_STATES`); such a page
         may hold fewer than ``limit`` campaigns with a ``next`` (it reads :data:`MAX_SCANNED` at most).
     :param before: the page starts after this campaign (the previous page's ``next``).
+    :param seen: gets the DAG ids of every campaign read (those shown, the one that tells whether there
+        is a next page, the ``before`` one): read for every DAG, the page is the one of the ``readable``
+        DAGs when all of them are.
     """
     table = campaign_table.c
-    conditions: list[ColumnElement[bool]] = [table.dag_id.in_(sorted(readable))]
+    readable_only = [table.dag_id.in_(sorted(readable))] if readable is not None else []
+    conditions: list[ColumnElement[bool]] = [*readable_only]
     for column, value in (
         (table.conn_id, conn_id),
         (table.dag_id, dag_id),
@@ -128,12 +136,16 @@ def campaign_page(
     start = None
     if before is not None:
         start = session.execute(
-            select(table.sent_at, table.id).where(table.id == before, table.dag_id.in_(sorted(readable)))
+            select(table.sent_at, table.id, table.dag_id).where(table.id == before, *readable_only)
         ).one_or_none()
         if start is None:
             raise UnknownCursor(before)
+        if seen is not None:
+            seen.add(start.dag_id)
     if delivery is None:
         rows = _rows_after(session, conditions, start, limit + 1)
+        if seen is not None:
+            seen.update(row.dag_id for row in rows)
         more = len(rows) > limit
         rows = rows[:limit]
         deliveries = page_delivery(session, rows)

@@ -279,3 +279,21 @@ def test_totals_equal_the_exact_computation_in_any_order(db: Any, steps: list[tu
         assert_totals_exact(db)
     flush(db)
     assert_totals_exact(db)
+
+
+def test_the_dag_ids_read_by_a_loose_index_scan_are_those_of_select_distinct(db: Any) -> None:
+    with db.Session() as session:
+        assert queries.dag_ids_with_campaigns(session) == set()
+    for index_, dag_id in enumerate(["dag_c", "dag_a", "dag_b", "dag_a"]):
+        index(db, dag_id, record([20 + index_], 1, BEFORE - dt.timedelta(minutes=index_)))
+    with db.Session() as session:
+        found = queries.dag_ids_with_campaigns(session)
+        assert (
+            found
+            == set(session.scalars(select(campaign_table.c.dag_id).distinct()))
+            == {
+                "dag_a",
+                "dag_b",
+                "dag_c",
+            }
+        )

@@ -237,6 +237,35 @@ def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
     assert get(f"{api}/campaigns/999999", "admin", auth_manager).status_code == 404
 
 
+def test_a_page_whose_dags_are_all_readable_asks_only_about_them_and_another_reads_again(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import airflow.api_fastapi.app as airflow_app
+
+    asked: list[tuple[str, set[str]]] = []
+
+    class Recording(type(auth_manager)):  # type: ignore[misc]
+        def filter_authorized_dag_ids(
+            self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
+        ) -> set[str]:
+            asked.append((user.get_name(), set(dag_ids)))
+            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
+            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
+
+    recording = Recording()
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: recording)
+
+    one = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN, limit=1).json()
+    # dag_b's shown, dag_a's tells there is a next page: nothing asked about the other DAGs.
+    assert ([c["dag_id"] for c in one["campaigns"]], one["next"]) == (["dag_b"], str(campaigns["dag_b"]))
+    assert asked == [("admin", {"dag_a", "dag_b"})]
+    # The viewer may not read dag_b, the newest: the page is read again for the DAGs they may read.
+    asked.clear()
+    seen = get(f"{api}/campaigns", "viewer", auth_manager, conn_id=CONN, limit=1).json()
+    assert ([c["dag_id"] for c in seen["campaigns"]], seen["next"]) == (["dag_a"], None)
+    assert asked[0] == ("viewer", {"dag_a", "dag_b"})
+
+
 def test_a_long_campaigns_timeline_is_merged_into_at_most_500_points(metadata_db: Any) -> None:
     from airflow.utils.session import create_session
     from sqlalchemy import insert
