@@ -179,7 +179,9 @@ def test_a_made_up_name_is_looked_up_once_within_the_ttl(
     answers = [post(receiver, report(), conn_id="made_up").status_code for _ in range(10)]
 
     assert answers == [404] * 10
-    assert lookups == ["made_up"]
+    # Only this name's lookups: the flusher also reads the settings of every connection with campaigns
+    # (those that earlier tests' records left in XCom, copied again by the indexer).
+    assert [name for name in lookups if name == "made_up"] == ["made_up"]
 
 
 class Clock:
