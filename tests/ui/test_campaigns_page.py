@@ -52,7 +52,8 @@ def test_an_editor_sees_the_list_a_campaign_its_chart_and_the_numbers(
     rows = page.locator("#campaigns tbody tr.campaign")
     rows.first.wait_for()
     dags = [rows.nth(i).locator("td").nth(1).inner_text().split(" / ")[0] for i in range(rows.count())]
-    assert dags[:2] == ["dag_b", "dag_a"]
+    # Newest first; campaigns of other modules' runs on the same database may stand among them.
+    assert [dag for dag in dags if dag in ("dag_a", "dag_b")] == ["dag_b", "dag_a"]
     row = page.locator(f"tr.campaign[data-id='{campaigns['dag_a']}']")
     assert "50.0 % delivered" in row.inner_text()
     assert "3 delivered, 2 failed, 1 not yet final, of 6 sent" in row.locator(".delivery").get_attribute(
