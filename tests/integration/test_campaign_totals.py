@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,11 +22,8 @@ from airflow_provider_sms.campaigns.tables import campaign_table
 from airflow_provider_sms.delivery_reports.batches import flush_batch
 from airflow_provider_sms.delivery_reports.retention import prune_reports
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
-from airflow_provider_sms.delivery_reports.tables import metadata
 from airflow_provider_sms.models import DeliveryReport
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from tests.integration.conftest import clear
 
 pytestmark = pytest.mark.integration
 
@@ -42,19 +39,6 @@ DATES = [
     BEFORE - dt.timedelta(minutes=30),
     BEFORE - dt.timedelta(seconds=30),
 ]
-
-
-@pytest.fixture
-def db(metadata_db: Any) -> Iterator[Any]:
-    clear(metadata_db)
-    yield metadata_db
-    clear(metadata_db)
-
-
-def clear(metadata_db: Any) -> None:
-    with metadata_db.engine.begin() as connection:
-        for table in metadata.tables.values():
-            connection.execute(table.delete())
 
 
 def record(tickets: list[int], sent: int, sent_at: dt.datetime, outcome: str = "sent") -> dict[str, Any]:

@@ -27,9 +27,9 @@ from airflow_provider_sms.delivery_reports.tables import (
     delivery_message_table,
     delivery_report_table,
     delivery_timeline_table,
-    metadata,
 )
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, DeliveryReport
+from tests.integration.conftest import clear
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,19 +37,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 PARIS = dt.timezone(dt.timedelta(hours=1))
-
-
-@pytest.fixture
-def db(metadata_db: Any) -> Iterator[Any]:
-    clear(metadata_db)
-    yield metadata_db
-    clear(metadata_db)
-
-
-def clear(metadata_db: Any) -> None:
-    with metadata_db.engine.begin() as connection:
-        for table in metadata.tables.values():
-            connection.execute(table.delete())
 
 
 def campaign_reports(

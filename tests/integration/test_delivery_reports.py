@@ -30,7 +30,7 @@ from airflow_provider_sms.delivery_reports import receiver as receiver_module
 from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
 from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
-from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
+from airflow_provider_sms.delivery_reports.tables import delivery_report_table
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.operators.sms import SmsSendOperator
@@ -39,6 +39,7 @@ from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
 from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+from tests.integration.conftest import clear
 from tests.task_instance import FakeTaskInstance
 
 if TYPE_CHECKING:
@@ -75,9 +76,7 @@ def stored(metadata_db: Any, campaign_id: int | None = None) -> int:
 
 @pytest.fixture
 def fresh_table(metadata_db: Any) -> Any:
-    with metadata_db.engine.begin() as connection:
-        for table in metadata.tables.values():
-            connection.execute(table.delete())
+    clear(metadata_db)
     return metadata_db
 
 
