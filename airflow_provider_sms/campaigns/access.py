@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_provider_sms.delivery_reports.connections import Refusal
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
     from fastapi import Request
 
@@ -76,10 +76,7 @@ class Viewer:
         if missing:
             teams = dag_teams(missing)
             self._teams.update({dag_id: teams.get(dag_id) for dag_id in missing})
-        groups: dict[str | None, set[str]] = {}
-        for dag_id in dag_ids:
-            groups.setdefault(self._teams[dag_id], set()).add(dag_id)
-        return groups
+        return dags_by_team(dag_ids, self._teams)
 
 
 def dag_teams(dag_ids: set[str]) -> dict[str, str | None]:
@@ -96,10 +93,16 @@ def dag_teams(dag_ids: set[str]) -> dict[str, str | None]:
     return teams
 
 
-def dags_by_team(dag_ids: set[str]) -> dict[str | None, set[str]]:
+def dags_by_team(
+    dag_ids: set[str], teams: Mapping[str, str | None] | None = None
+) -> dict[str | None, set[str]]:
     """``dag_ids`` grouped by the team owning their bundle (None: no team, not in multi-team mode, or
-    Airflow before 3.2)."""
-    teams = dag_teams(dag_ids)
+    Airflow before 3.2).
+
+    :param teams: each DAG's team, when already looked up (:func:`dag_teams`).
+    """
+    if teams is None:
+        teams = dag_teams(dag_ids)
     groups: dict[str | None, set[str]] = {}
     for dag_id in dag_ids:
         groups.setdefault(teams.get(dag_id), set()).add(dag_id)
