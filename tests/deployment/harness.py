@@ -595,12 +595,16 @@ class AirflowApi:
     def wait_run(self, dag_id: str, run_id: str, timeout: float) -> str:
         """Wait until the run is finished; return its state (``success`` or ``failed``)."""
         states: list[str] = []
-        wait_for(
-            f"run {run_id} of {dag_id} to finish",
-            lambda: states.append(self.run_state(dag_id, run_id)) or states[-1] in ("success", "failed"),
-            timeout,
-            interval=1.0,
-        )
+        try:
+            wait_for(
+                f"run {run_id} of {dag_id} to finish",
+                lambda: states.append(self.run_state(dag_id, run_id)) or states[-1] in ("success", "failed"),
+                timeout,
+                interval=1.0,
+            )
+        except DeploymentError as error:
+            # "queued" (a logical date in the future, no free slot) is a different fault from "running".
+            raise DeploymentError(f"{error} (last state seen: {states[-1] if states else 'none'})") from error
         return states[-1]
 
     def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:

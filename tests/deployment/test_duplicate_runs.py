@@ -41,8 +41,10 @@ def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_consec
     slot = logical.add(days=2).at(10).format("YYYY-MM-DD HH:mm:ss")
     assert [c["delay"] for c in sandbox.campaigns()] == [slot]
 
-    # Someone triggers the DAG by hand for the same day, half an hour later: the same slot.
-    manual = api.trigger(DAG_ID, logical_date=logical.add(minutes=30).in_tz("UTC").isoformat())
+    # Someone triggers the DAG by hand for the same day, half an hour earlier: the same slot. (Not
+    # later: between 09:00 and 09:30 Paris that logical date would be in the future, and Airflow would
+    # keep the run queued until then.)
+    manual = api.trigger(DAG_ID, logical_date=logical.subtract(minutes=30).in_tz("UTC").isoformat())
     assert api.wait_run(DAG_ID, manual, timeout=180) == "failed"
     (ti,) = api.tries(DAG_ID, manual, "send")
     assert ti["try_number"] == 1  # not retried
