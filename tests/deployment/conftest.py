@@ -13,10 +13,10 @@ import pytest
 
 from airflow_provider_sms.sandbox.server import InspectionClient
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-from tests.deployment.harness import AirflowApi, Deployment, running_deployment
+from tests.deployment.harness import AirflowApi, Deployment, clear_of_paris_slot, running_deployment
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from tests.token_canary import TokenCanary
 
@@ -42,6 +42,26 @@ def api(deployment: Deployment) -> AirflowApi:
     """Airflow's REST API of the deployment (logged in)."""
     assert deployment.api is not None
     return deployment.api
+
+
+@pytest.fixture
+def unpause_scheduled(api: AirflowApi) -> Iterator[Callable[..., None]]:
+    """Unpause a DAG with a cron schedule at ``hour``:00 Europe/Paris (``weekday``: weekly) for the test.
+
+    Not within minutes of its next slot (:func:`~tests.deployment.harness.clear_of_paris_slot`), and paused
+    again after the test: left unpaused, at its next slot it would start a run during a later scenario of
+    the session and send a campaign into that scenario's sandbox.
+    """
+    unpaused: list[str] = []
+
+    def unpause(dag_id: str, hour: int, weekday: int | None = None) -> None:
+        clear_of_paris_slot(hour, weekday)
+        api.unpause(dag_id)
+        unpaused.append(dag_id)
+
+    yield unpause
+    for dag_id in unpaused:
+        api.pause(dag_id)
 
 
 @pytest.fixture

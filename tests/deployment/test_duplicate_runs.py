@@ -11,6 +11,8 @@ import pytest
 from tests.deployment.harness import AirflowApi, wait_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
@@ -31,9 +33,9 @@ def scheduled_run(api: AirflowApi) -> dict[str, object]:
 
 
 def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_consecutive_days_both_send(
-    api: AirflowApi, sandbox: InspectionClient
+    api: AirflowApi, sandbox: InspectionClient, unpause_scheduled: Callable[..., None]
 ) -> None:
-    api.unpause(DAG_ID)
+    unpause_scheduled(DAG_ID, hour=9)  # its schedule: 09:00 Paris, daily
     scheduled = scheduled_run(api)
     assert api.wait_run(DAG_ID, str(scheduled["dag_run_id"]), timeout=180) == "success"
     send = api.xcom(DAG_ID, str(scheduled["dag_run_id"]), "send")

@@ -13,6 +13,8 @@ from airflow_provider_sms.send_window import next_allowed
 from tests.deployment.harness import AirflowApi, wait_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow_provider_sms.sandbox.server import InspectionClient
 
 pytestmark = pytest.mark.deployment
@@ -22,11 +24,11 @@ TASKS = {"simulate", "send", "unreachable", "clean_up"}
 
 
 def test_the_first_dag_triggered_through_the_rest_api_without_a_logical_date_sends_for_tomorrow_ten(
-    api: AirflowApi, sandbox: InspectionClient
+    api: AirflowApi, sandbox: InspectionClient, unpause_scheduled: Callable[..., None]
 ) -> None:
     # Unpausing makes the scheduler start the latest daily run as well (catchup=False): let it end, then
     # start from a clean sandbox and register, so that only the triggered run's campaign is looked at.
-    api.unpause(DAG_ID)
+    unpause_scheduled(DAG_ID, hour=9)  # its schedule: 09:00 Paris, daily
     scheduled: list[str] = []
     wait_for(
         "the scheduled run of the first DAG",

@@ -9,8 +9,11 @@ import pytest
 
 from airflow_provider_sms.delay import format_delay
 from airflow_provider_sms.send_window import next_allowed
+from tests.deployment.harness import wait_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow_provider_sms.sandbox.server import InspectionClient
     from tests.deployment.harness import AirflowApi, Deployment
 
@@ -21,11 +24,28 @@ TASKS = {"dlr_webhook_live", "simulate", "send", "wait_for_npai", "report_npai"}
 
 
 def test_weekly_campaign_runs_on_celery_workers_with_its_sensors_in_the_triggerer(
-    deployment: Deployment, api: AirflowApi, sandbox: InspectionClient
+    deployment: Deployment,
+    api: AirflowApi,
+    sandbox: InspectionClient,
+    unpause_scheduled: Callable[..., None],
 ) -> None:
     assert deployment.proxy is not None
     triggerer_requests_before = len(deployment.proxy.requests)
-    api.unpause(DAG_ID)
+    unpause_scheduled(DAG_ID, hour=9, weekday=pendulum.MONDAY)  # its schedule: Mondays 09:00 Paris
+    # Unpausing also starts the run of the latest Monday 09:00 (catchup=False): let it end, then start
+    # from a clean sandbox and register. On a Monday from 09:00 to 11:00 Paris its delay (11:00) is still
+    # to come and it sends: before 10:00, or on a public holiday (both moved to Tuesday 08:00), within
+    # the hour of the triggered run's, the same campaign, which the register would refuse to one of them.
+    scheduled: list[str] = []
+    wait_for(
+        "the scheduled run of the weekly campaign",
+        lambda: bool(scheduled.extend(r["dag_run_id"] for r in api.runs(DAG_ID)) or scheduled),
+        timeout=120,
+        interval=1.0,
+    )
+    api.wait_run(DAG_ID, scheduled[0], timeout=180)
+    sandbox.reset()
+    api.forget_campaigns()
     run_id = api.trigger(DAG_ID)
 
     assert api.wait_run(DAG_ID, run_id, timeout=180) == "success"
@@ -44,8 +64,6 @@ def test_weekly_campaign_runs_on_celery_workers_with_its_sensors_in_the_triggere
         assert "deferred" in log.lower(), log[-3000:]
 
     send = api.xcom(DAG_ID, run_id, "send")
-    # Unpausing also starts the run of the latest Monday 09:00 (catchup=False): it sends nothing when its
-    # delay is already past, so only this run's ticket is looked at.
     (campaign,) = [c for c in sandbox.campaigns() if c["ticket"] == send["ticket"]]
     assert campaign["endpoint"] == "/send/lists"
     assert campaign["lists"] == [1, 2]
