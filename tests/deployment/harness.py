@@ -614,6 +614,18 @@ class AirflowApi:
         body = self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "run_after"})
         return list(body["dag_runs"])
 
+    def finished_scheduled_run(self, dag_id: str) -> tuple[dict[str, Any], str]:
+        """The run the scheduler starts when a DAG with ``catchup=False`` is unpaused (its latest slot),
+        once it has finished, and its state."""
+        found: list[dict[str, Any]] = []
+        wait_for(
+            f"the scheduled run of {dag_id}",
+            lambda: bool(found.extend(r for r in self.runs(dag_id) if r["run_type"] == "scheduled") or found),
+            timeout=120,
+            interval=1.0,
+        )
+        return found[0], self.wait_run(dag_id, str(found[0]["dag_run_id"]), timeout=180)
+
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
 

@@ -8,36 +8,23 @@ from typing import TYPE_CHECKING
 import pendulum
 import pytest
 
-from tests.deployment.harness import AirflowApi, wait_for
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from airflow_provider_sms.sandbox.server import InspectionClient
+    from tests.deployment.harness import AirflowApi
 
 pytestmark = pytest.mark.deployment
 
 DAG_ID = "deployment_daily_reminder"
 
 
-def scheduled_run(api: AirflowApi) -> dict[str, object]:
-    """The run the scheduler makes when the DAG is unpaused (catchup=False: the latest 09:00 Paris)."""
-    found: list[dict[str, object]] = []
-    wait_for(
-        "the scheduled run of the daily reminder",
-        lambda: bool(found.extend(r for r in api.runs(DAG_ID) if r["run_type"] == "scheduled") or found),
-        timeout=120,
-        interval=1.0,
-    )
-    return found[0]
-
-
 def test_a_scheduled_run_and_a_manual_run_for_the_same_slot_send_once_and_consecutive_days_both_send(
     api: AirflowApi, sandbox: InspectionClient, unpause_scheduled: Callable[..., None]
 ) -> None:
     unpause_scheduled(DAG_ID, hour=9)  # its schedule: 09:00 Paris, daily
-    scheduled = scheduled_run(api)
-    assert api.wait_run(DAG_ID, str(scheduled["dag_run_id"]), timeout=180) == "success"
+    scheduled, state = api.finished_scheduled_run(DAG_ID)
+    assert state == "success"
     send = api.xcom(DAG_ID, str(scheduled["dag_run_id"]), "send")
     logical = pendulum.parse(str(scheduled["logical_date"])).in_tz("Europe/Paris")  # type: ignore[union-attr]
     slot = logical.add(days=2).at(10).format("YYYY-MM-DD HH:mm:ss")

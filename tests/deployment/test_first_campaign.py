@@ -10,12 +10,12 @@ import pytest
 
 from airflow_provider_sms.delay import format_delay
 from airflow_provider_sms.send_window import next_allowed
-from tests.deployment.harness import AirflowApi, wait_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from airflow_provider_sms.sandbox.server import InspectionClient
+    from tests.deployment.harness import AirflowApi
 
 pytestmark = pytest.mark.deployment
 
@@ -29,14 +29,7 @@ def test_the_first_dag_triggered_through_the_rest_api_without_a_logical_date_sen
     # Unpausing makes the scheduler start the latest daily run as well (catchup=False): let it end, then
     # start from a clean sandbox and register, so that only the triggered run's campaign is looked at.
     unpause_scheduled(DAG_ID, hour=9)  # its schedule: 09:00 Paris, daily
-    scheduled: list[str] = []
-    wait_for(
-        "the scheduled run of the first DAG",
-        lambda: bool(scheduled.extend(r["dag_run_id"] for r in api.runs(DAG_ID)) or scheduled),
-        timeout=120,
-        interval=1.0,
-    )
-    api.wait_run(DAG_ID, scheduled[0], timeout=180)
+    api.finished_scheduled_run(DAG_ID)
     sandbox.reset()
     api.forget_campaigns()
 

@@ -9,7 +9,6 @@ import pytest
 
 from airflow_provider_sms.delay import format_delay
 from airflow_provider_sms.send_window import next_allowed
-from tests.deployment.harness import wait_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,14 +35,7 @@ def test_weekly_campaign_runs_on_celery_workers_with_its_sensors_in_the_triggere
     # from a clean sandbox and register. On a Monday from 09:00 to 11:00 Paris its delay (11:00) is still
     # to come and it sends: before 10:00, or on a public holiday (both moved to Tuesday 08:00), within
     # the hour of the triggered run's, the same campaign, which the register would refuse to one of them.
-    scheduled: list[str] = []
-    wait_for(
-        "the scheduled run of the weekly campaign",
-        lambda: bool(scheduled.extend(r["dag_run_id"] for r in api.runs(DAG_ID)) or scheduled),
-        timeout=120,
-        interval=1.0,
-    )
-    api.wait_run(DAG_ID, scheduled[0], timeout=180)
+    api.finished_scheduled_run(DAG_ID)
     sandbox.reset()
     api.forget_campaigns()
     run_id = api.trigger(DAG_ID)
