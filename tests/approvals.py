@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from tests.conftest import AIRFLOW, DAG_TEST_TIMEOUT, airflow_env, forget_campaigns, plain_output
+from tests.hitl_answers import HitlAnswerer
 from tests.ui.conftest import SIMPLE_AUTH_MANAGER, free_port, running_api_server
 
 if TYPE_CHECKING:
@@ -38,21 +39,14 @@ QUESTION_TIMEOUT = 180.0
 PARKED = ("awaiting_input", "deferred")
 
 
-class Approvals:
+class Approvals(HitlAnswerer):
     """The API server, and what a test needs to run the DAG and answer as a user."""
 
     def __init__(self, url: str, home: Path, tmp: Path) -> None:
-        self.url = url
+        super().__init__(url, USERS)
         self.home = home
         self.tmp = tmp
         self.runs: list[subprocess.Popen[str]] = []
-
-    def token(self, user: str) -> str:
-        response = requests.post(
-            f"{self.url}/auth/token", json={"username": user, "password": USERS[user]}, timeout=30
-        )
-        response.raise_for_status()
-        return str(response.json()["access_token"])
 
     def start(self, sandbox: Any) -> subprocess.Popen[str]:
         """``airflow dags test`` of the DAG, in the background (it waits for the answer)."""
@@ -106,16 +100,6 @@ class Approvals:
                 pytest.fail(f"airflow dags test ended before asking:\n{self.output(process)[-6000:]}")
             time.sleep(0.5)
         pytest.fail(f"no question within {QUESTION_TIMEOUT}s:\n{self.output(process)[-6000:]}")
-
-    def answer(self, question: dict[str, Any], user: str, option: str) -> requests.Response:
-        ti = question["task_instance"]
-        return requests.patch(
-            f"{self.url}/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
-            f"{ti['task_id']}/{ti['map_index']}/hitlDetails",
-            json={"chosen_options": [option], "params_input": {}},
-            headers={"Authorization": f"Bearer {self.token(user)}"},
-            timeout=30,
-        )
 
     def finish(self, process: subprocess.Popen[str]) -> str:
         """Wait for ``airflow dags test`` to end; its output as one plain line."""

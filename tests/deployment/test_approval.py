@@ -22,10 +22,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import requests
 
 from tests.deployment.dags.deployment_send_approved import APPROVER, NUMBERS, SHORT_TIMEOUT, TEXT
 from tests.deployment.harness import WORKERS, AirflowApi, Deployment, wait_for
+from tests.hitl_answers import HitlAnswerer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,32 +54,8 @@ def parked_state() -> str:
     return "awaiting_input" if Version(__version__).release >= (3, 3) else "deferred"
 
 
-class Answers:
-    """The API server with users, where a user answers a question as the Required actions page does."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def token(self, user: str) -> str:
-        response = requests.post(
-            f"{self.url}/auth/token", json={"username": user, "password": USERS[user]}, timeout=30
-        )
-        response.raise_for_status()
-        return str(response.json()["access_token"])
-
-    def answer(self, question: dict[str, Any], user: str, option: str) -> requests.Response:
-        ti = question["task_instance"]
-        return requests.patch(
-            f"{self.url}/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
-            f"{ti['task_id']}/{ti['map_index']}/hitlDetails",
-            json={"chosen_options": [option], "params_input": {}},
-            headers={"Authorization": f"Bearer {self.token(user)}"},
-            timeout=30,
-        )
-
-
 @pytest.fixture(scope="module")
-def answers(deployment: Deployment) -> Iterator[Answers]:
+def answers(deployment: Deployment) -> Iterator[HitlAnswerer]:
     """A second API server (same database and secrets) whose simple auth manager has alice and bob."""
     passwords = deployment.root / "approval-passwords.json"
     passwords.write_text(json.dumps(USERS))
@@ -89,7 +65,7 @@ def answers(deployment: Deployment) -> Iterator[Answers]:
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
     )
-    client = Answers(deployment.api_url(USERS_API_SERVER))
+    client = HitlAnswerer(deployment.api_url(USERS_API_SERVER), USERS)
     wait_for(f"a JWT for {APPROVER}", lambda: bool(client.token(APPROVER)), 60)
     try:
         yield client
@@ -123,7 +99,7 @@ def test_workers_killed_while_the_question_waits_the_answer_sends_once_on_a_new_
     deployment: Deployment,
     api: AirflowApi,
     sandbox: InspectionClient,
-    answers: Answers,
+    answers: HitlAnswerer,
     workers_back: None,
     timings: dict[str, float],
 ) -> None:
