@@ -9,11 +9,17 @@ deferred to ``HITLTrigger`` on 3.1 and 3.2. The answer resumes the send operator
 ``execute_complete``, a new process that renders the templates and prepares the campaign again.
 
 What the question showed travels with the wait (the task instance's ``next_kwargs``, which no user
-edits) and is kept in the send guard (:mod:`._send_guard`), so that a retry knows it too. "Send"
-approves that campaign at that cost, at most: just before sending, the campaign is simulated again;
-one that changed, or costs more, is not sent and the task fails, naming both costs. It does not ask
-again: Airflow keeps one question per task instance, and a second question would show the first
-one's figures.
+edits) and is kept in the send guard (:mod:`._send_guard`), signed for this task instance, so that a
+retry knows it too. "Send" approves exactly what the question showed: that campaign, at that cost at
+most, past the gates that refused then, at figures no worse. Just before sending, the campaign is
+simulated again and every gate checked: a campaign that changed, costs more, is refused by a gate the
+question did not show refusing, or whose refused figure got worse (fewer credits left, more numbers
+filtered) is not sent, and the task fails naming the gate and both figures. It does not ask again:
+Airflow keeps one question per task instance, and a second question would show the first one's figures.
+
+Who answered comes only from Airflow's own record of the answer (the event that resumes the task);
+an approval read from the guard counts only once its signature verifies
+(:meth:`~._send_guard.SendGuard.trusted_approval`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 
 from airflow_provider_sms._task_arguments import check_approvers
 from airflow_provider_sms.models import FILTER_FIELDS
-from airflow_provider_sms.operators._send_guard import ApprovalRecord
+from airflow_provider_sms.operators._send_guard import ApprovalRecord, approval_from
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -48,38 +54,63 @@ CONTEXT_KEY = "sms_approval"
 _ENCODINGS = {"GSM-7": "GSM 7-bit", "UCS-2": "UCS-2 (Unicode)"}
 
 
+# Each gate an approval may cover: the figure it reads (an ApprovalRecord field) and whether a higher
+# figure is worse for it.
+_FIGURES: dict[str, tuple[str, bool]] = {
+    "max_cost": ("cost", True),
+    "max_filtered_ratio": ("filtered_ratio", True),
+    "min_credits_after": ("credits_after", False),
+}
+
+
 class ApprovalNeeded(Exception):
-    """A gate refused a campaign whose ``on_cost_exceeded`` is ``ask``, and no approval covers it.
+    """A gate refused a campaign whose ``on_cost_exceeded`` is ``ask``: an approval must cover it.
 
     :param gate: the gate's decision and figures (as the XCom's ``gate``).
     :param simulation: the simulated figures, added up over the batches.
     :param text: the refusal, as the task log says it.
+    :param refused: the names of the gates that refused.
+    :param approval: the send guard's approval record, verified, if any (an earlier question's, or
+        the "Send" given to it).
     """
 
-    def __init__(self, gate: dict[str, Any], simulation: Mapping[str, Any], text: str) -> None:
+    def __init__(
+        self,
+        gate: dict[str, Any],
+        simulation: Mapping[str, Any],
+        text: str,
+        refused: list[str],
+        approval: ApprovalRecord | None = None,
+    ) -> None:
         super().__init__(text)
         self.gate = gate
         self.simulation = dict(simulation)
         self.text = text
+        self.refused = refused
+        self.approval = approval
+
+    def figures(self) -> dict[str, float]:
+        """The figures the gates read: ``cost``, ``credits_after`` and ``filtered_ratio``."""
+        return {
+            "cost": self.simulation["cost"],
+            "credits_after": self.simulation["credits"],
+            "filtered_ratio": self.gate["filtered_ratio"],
+        }
 
 
-def approved_gate(
-    gate: dict[str, Any],
-    simulation: Mapping[str, Any],
-    approval: ApprovalRecord | None,
-    digest: str,
-    text: str,
-    log: Logger,
-) -> dict[str, Any]:
-    """The refused ``gate`` with the approval that lets the campaign go, or why not.
+def approved_gate(need: ApprovalNeeded, digest: str, log: Logger) -> dict[str, Any]:
+    """The refused gate with the approval that lets the campaign go, or why not.
 
-    :param approval: the send guard's approval record, if any.
+    :param need: what the gates refuse now, and the guard's verified approval.
     :param digest: the campaign's content digest now (:meth:`Campaign.digest`).
     :raises ApprovalNeeded: no approval yet: ask.
-    :raises AirflowFailException: approved, but the campaign changed or costs more than approved.
+    :raises AirflowFailException: approved, but the campaign changed, costs more than approved, or a
+        gate refuses what the question did not show.
     """
+    approval = need.approval
     if approval is None or approval.state != "approved":
-        raise ApprovalNeeded(gate, simulation, text)
+        raise need
+    simulation, text = need.simulation, need.text
     who = f"approved by {approval.by} at {approval.at} for {approval.cost} credits"
     if approval.fingerprint != digest:
         raise AirflowFailException(
@@ -94,11 +125,62 @@ def approved_gate(
             "higher price, and not asked again (Airflow keeps one question per task instance, whose "
             "figures would be the old ones): trigger a new DAG run to ask at the new price (not retried)."
         )
+    problems = uncovered(approval, need)
+    if problems:
+        raise AirflowFailException(
+            f"Not sent: this campaign was {who}, but simulated again just before sending, "
+            f'{"; ".join(problems)}. "{SEND}" covers only what the question showed. It is not asked '
+            "again (Airflow keeps one question per task instance, whose figures would be the old ones): "
+            "trigger a new DAG run to ask with today's figures (not retried)."
+        )
     log.info(
-        "%s. Sending it all the same: it was %s, and costs %s credits now", text, who, simulation["cost"]
+        "%s. Sending it all the same: it was %s, covering %s as the question showed %s; now %s",
+        text,
+        who,
+        ", ".join(approval.refused),
+        _figures(vars(approval)),
+        _figures(need.figures()),
     )
     decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": approval.cost}
-    return {**gate, "approval": decision}
+    return {**need.gate, "approval": decision}
+
+
+def uncovered(approval: ApprovalRecord, need: ApprovalNeeded) -> list[str]:
+    """What the gates refuse now that ``approval`` does not cover, one sentence each; empty when covered.
+
+    A gate that did not refuse in the question is not covered; one that did is covered while its
+    figure is no worse than the question showed.
+    """
+    now = need.figures()
+    problems = []
+    for name in need.refused:
+        field, higher_is_worse = _FIGURES[name]
+        shown, current = getattr(approval, field), now[field]
+        if name not in approval.refused:
+            problems.append(
+                f"{name} now refuses it and did not in the question: the question showed "
+                f"{_figure(field, shown)}, now {_figure(field, current)}"
+            )
+        elif current > shown if higher_is_worse else current < shown:
+            problems.append(
+                f"{name} refused in the question at {_figure(field, shown)}, and it is worse now: "
+                f"{_figure(field, current)}"
+            )
+    return problems
+
+
+def _figure(field: str, value: float) -> str:
+    """One figure a gate reads, as the task log says it."""
+    if field == "cost":
+        return f"cost {value} credits"
+    if field == "credits_after":
+        return f"{value} credits left after it"
+    return f"{value:.1%} of the numbers filtered"
+
+
+def _figures(figures: Mapping[str, Any]) -> str:
+    """The figures the gates read (``cost``, ``credits_after``, ``filtered_ratio``), in one phrase."""
+    return ", ".join(_figure(field, figures[field]) for field in ("cost", "credits_after", "filtered_ratio"))
 
 
 def ask(
@@ -110,20 +192,26 @@ def ask(
 ) -> NoReturn:
     """Ask in Airflow's Required actions whether to send ``campaign``; park the task until the answer.
 
+    The question's figures and refused gates are kept in ``guard``, signed with the connection's token.
+
     :raises TaskAwaitingInput: (Airflow 3.3+) or TaskDeferred (3.1, 3.2): the wait, carrying what was
         asked for :func:`take_answer`.
     :raises AirflowFailException: this task instance already asked about another campaign or a lower
         cost, which Airflow would show instead of this question.
     """
     ti = context["ti"]
+    figures = need.figures()
     record = ApprovalRecord(
         state="asked",
-        cost=need.simulation["cost"],
+        cost=figures["cost"],
         fingerprint=campaign.digest(),
         refusals=list(need.gate["refusals"]),
         asked_at=pendulum.now("UTC").isoformat(),
+        refused=list(need.refused),
+        credits_after=figures["credits_after"],
+        filtered_ratio=figures["filtered_ratio"],
     )
-    shown = guard.approval
+    shown = need.approval
     if shown is not None:
         # A question of an earlier try: Airflow still shows its subject and body to the approver.
         if shown.fingerprint != record.fingerprint or shown.cost < record.cost:
@@ -156,7 +244,7 @@ def ask(
     }
     # Plain callables: HITLOperator calls each notifier with the context, and these log their failures.
     hitl.notifiers = [_quiet(notifier, operator.log) for notifier in operator.approval_notifiers]  # type: ignore[misc]
-    guard.keep_approval(record)
+    guard.keep_approval(record, campaign.hook.settings.token)
     operator.log.warning(
         "%s. Asking in Airflow's Required actions (on_cost_exceeded='ask'; %s; answer %s): %s. Nothing is "
         "sent until someone answers %r; %r%s skips the task.",
@@ -192,8 +280,12 @@ def take_answer(
 ) -> None:
     """Read the answer: record "Send" in the guard (the send follows); skip on "Do not send" or timeout.
 
-    Who answered, when and the figures go to the task log; on a skip, to the XCom too (``gate`` ->
-    ``approval``).
+    The answer and what was asked come from Airflow (the event and ``next_kwargs``), so they are
+    trusted; "Send" is kept in the guard signed with the connection's token. Who answered, when and the
+    figures go to the task log; on a skip, to the XCom too (``gate`` -> ``approval``).
+
+    :raises AirflowFailException: what was asked cannot be read (a question of an earlier version of
+        the provider).
     """
     hitl = hitl_operator(operator, subject="", body=None)
     answer = hitl.execute_complete(context, event)  # Airflow's checks of the event and the option
@@ -201,12 +293,20 @@ def take_answer(
     by = user.get("name") or user.get("id")
     at = _iso(answer["responded_at"])
     timed_out = bool(event.get("timedout"))
-    record = ApprovalRecord(**asked["approval"])
+    try:
+        record = approval_from(asked["approval"])
+    except ValueError as exc:
+        raise AirflowFailException(
+            f"Not sent: the question's record that Airflow carried to the answer cannot be read ({exc}); "
+            "it was asked by another version of the provider. Trigger a new DAG run to ask again "
+            "(not retried)."
+        ) from None
     if answer["chosen_options"] == [SEND] and not timed_out:
-        guard.keep_approval(dataclasses.replace(record, state="approved", by=by, at=at))
+        approved = dataclasses.replace(record, state="approved", by=by, at=at)
+        guard.keep_approval(approved, operator.hook.settings.token)
         operator.log.info(
             "Approved: %s answered %r at %s for the campaign asked about at %s (%s credits; %s). Simulating "
-            "it again, then sending it if it costs no more.",
+            "it again, then sending it if no gate refuses more than the question showed.",
             by,
             SEND,
             at,
@@ -311,7 +411,8 @@ def question(campaign: Campaign, need: ApprovalNeeded, ti: Any, timeout: Any) ->
         f"A gate refused this campaign:\n\n{refusals}\n\n| | |\n|---|---|\n{table}\n\n"
         f"**Text**\n\n{_fenced(message.text)}\n\n"
         f"**{SEND}** sends this campaign at no more than {cost:,} credits: it is simulated again just before "
-        f"it goes out, and not sent if it costs more. **{DO_NOT_SEND}** skips the task: nothing is sent."
+        "it goes out, and not sent if it costs more, if a gate refuses that did not refuse here, or if a "
+        f"refused figure got worse. **{DO_NOT_SEND}** skips the task: nothing is sent."
     )
     return subject, body
 

@@ -330,19 +330,23 @@ def apply_gates(
 
     :param rejected_locally: recipients left out before any request (``invalid_numbers="skip"``):
         ``max_filtered_ratio`` counts them with the service's filtered ones.
-    :param approval: with ``on_cost_exceeded="ask"``, the send guard's approval record, if any.
+    :param approval: with ``on_cost_exceeded="ask"``, the send guard's approval record, verified
+        (:meth:`SendGuard.trusted_approval`), if any.
     :param digest: the campaign's content digest, compared with the approved one's.
     :return: the gate's decision and figures, returned in the operator's XCom.
-    :raises ApprovalNeeded: ``ask``, and no approval covers this campaign: the operator asks.
+    :raises ApprovalNeeded: ``ask``, and no approval yet: the operator asks.
+    :raises AirflowFailException: ``ask``, approved, but the approval does not cover what the gates
+        refuse now (:func:`~._approval.approved_gate`).
     """
     given = simulation["total"] + rejected_locally
     ratio = (simulation["filtered"] + rejected_locally) / given if given else 0.0
-    # (passed, what was compared) for each gate set: one sentence, whichever way it went.
-    checks: list[tuple[bool, str]] = []
+    # (gate, passed, what was compared) for each gate set: one sentence, whichever way it went.
+    checks: list[tuple[str, bool, str]] = []
     if gates["max_cost"] is not None:
         passed = simulation["cost"] <= gates["max_cost"]
         checks.append(
             (
+                "max_cost",
                 passed,
                 f"cost {simulation['cost']} credits is {'within' if passed else 'over'} "
                 f"max_cost {gates['max_cost']}",
@@ -352,6 +356,7 @@ def apply_gates(
         passed = ratio <= gates["max_filtered_ratio"]
         checks.append(
             (
+                "max_filtered_ratio",
                 passed,
                 f"{ratio:.1%} of the numbers would be filtered, {'within' if passed else 'over'} "
                 f"max_filtered_ratio {gates['max_filtered_ratio']:.1%}",
@@ -361,21 +366,25 @@ def apply_gates(
         passed = simulation["credits"] >= gates["min_credits_after"]
         checks.append(
             (
+                "min_credits_after",
                 passed,
                 f"{simulation['credits']} credits would be left, {'at least' if passed else 'under'} "
                 f"min_credits_after {gates['min_credits_after']}",
             )
         )
-    refusals = [text for passed, text in checks if not passed]
+    refused = [name for name, passed, _ in checks if not passed]
+    refusals = [text for _, passed, text in checks if not passed]
     gate = {**gates, "passed": not refusals, "filtered_ratio": round(ratio, 4), "refusals": refusals}
     if not refusals:
-        log.info("Gate passed: %s. Simulated: %s", "; ".join(text for _, text in checks), summary(simulation))
+        log.info(
+            "Gate passed: %s. Simulated: %s", "; ".join(text for _, _, text in checks), summary(simulation)
+        )
         return gate
     text = f"Gate refused the send: {'; '.join(refusals)}. Simulated: {summary(simulation)}"
     if on_cost_exceeded == "ask":
-        from airflow_provider_sms.operators._approval import approved_gate
+        from airflow_provider_sms.operators._approval import ApprovalNeeded, approved_gate
 
-        return approved_gate(gate, simulation, approval, digest, text, log)
+        return approved_gate(ApprovalNeeded(gate, simulation, text, refused, approval), digest, log)
     if on_cost_exceeded == "skip":
         log.warning("%s; skipping (on_cost_exceeded='skip')", text)
         raise AirflowSkipException(text)
@@ -484,6 +493,8 @@ def send_campaign(
     :return: the send operators' XCom dict.
     :raises ApprovalNeeded: a gate refused, ``on_cost_exceeded="ask"`` and the guard holds no
         approval of this campaign (nothing was sent; the register's claim is released).
+    :raises AirflowFailException: with ``ask``, the guard's approval does not verify, or does not cover
+        what the gates refuse now (nothing was sent).
     """
     duplicate_policy: OnDuplicate = check_on_duplicate(on_duplicate)
     sent = already_sent(guard, campaign, allow_resend=allow_resend, log=log)
@@ -499,6 +510,10 @@ def send_campaign(
     resending = len(sent) < campaign.plan.batches
     try:
         if resending and any(value is not None for value in gates.values()):
+            # An approval grants a send: verified before any request, or the send fails closed.
+            approval = (
+                guard.trusted_approval(campaign.hook.settings.token) if on_cost_exceeded == "ask" else None
+            )
             simulation = simulate_all(campaign, log, sent)
             gate = apply_gates(
                 gates,
@@ -506,7 +521,7 @@ def send_campaign(
                 on_cost_exceeded,
                 log,
                 campaign.plan.rejected_count,
-                approval=guard.approval,
+                approval=approval,
                 digest=campaign.digest(),
             )
         results = send_batches(campaign, guard, sent, log)

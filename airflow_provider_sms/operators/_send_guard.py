@@ -17,14 +17,24 @@ only a batch recorded ``sending`` after checking it did not go out, set ``allow_
 remove that batch's entry from the Variable.
 
 With ``on_cost_exceeded="ask"``, the guard also keeps the approval (``approval``): the figures a person
-was asked about (``asked``), then, once they answered "Send", who and when (``approved``). A retry of
-an approved campaign sends without asking again, if the campaign is the same and costs no more.
+was asked about and the gates that refused (``asked``), then, once they answered "Send", who and when
+(``approved``). A retry of an approved campaign sends without asking again, if the campaign is the same
+and no gate refuses more than the question showed.
+
+An approval grants the right to send, so it is signed: the task writes it with a key derived from the
+connection's access token (:mod:`airflow_provider_sms.token_keys`, purpose ``APPROVAL``), over the
+record and the task instance (dag_id, task_id, run_id, map_index). Whoever may edit Variables, or
+another DAG's task, can change the record but not sign it, and a signed record copied from another task
+instance's guard does not verify here. An approval that does not verify refuses the send before any
+request (:meth:`SendGuard.trusted_approval`). The batches need no signature: a record there can only
+stop a send.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +45,7 @@ from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
 from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
+from airflow_provider_sms.token_keys import APPROVAL, sign, signature_valid
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -51,11 +62,15 @@ GUARD_FORMAT = (
     '"started": ..., "result": {...}, "note": ...}. state "sending" means the batch may have been sent (it '
     'is not sent again unless allow_resend=True); "sent" needs its "result" with at least "status": 1, '
     '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). An optional '
-    '"approval" object holds state "asked" or "approved", "cost", "fingerprint", "refusals", "asked_at", '
-    '"by" and "at". To send the whole campaign again, delete the Variable'
+    '"approval" object holds state "asked" or "approved", "cost", "credits_after", "filtered_ratio", '
+    '"fingerprint", "refusals", "refused", "asked_at", "by", "at" and the "signature" the task wrote: an '
+    "approval edited by hand cannot be verified and refuses the send. To send the whole campaign again, "
+    "delete the Variable"
 )
 ApprovalState = Literal["asked", "approved"]
 APPROVAL_STATES: tuple[str, ...] = ("asked", "approved")
+# The gates a question shows, and so the ones an approval may cover.
+GATE_NAMES: tuple[str, ...] = ("max_cost", "max_filtered_ratio", "min_credits_after")
 
 
 @dataclass
@@ -93,6 +108,10 @@ class ApprovalRecord:
     :param fingerprint: the campaign's content digest (message and recipients; not the delay).
     :param refusals: what the gates refused, as the question said it.
     :param asked_at: when the question was first asked (ISO 8601).
+    :param refused: the gates that refused in the question (names among :data:`GATE_NAMES`): the
+        only ones "Send" covers.
+    :param credits_after: the credits left after the campaign, as the question showed them.
+    :param filtered_ratio: the share of numbers filtered, as the question showed it (0 to 1).
     :param by: who answered "Send" (the Airflow user's name); None until then.
     :param at: when they answered (ISO 8601).
     """
@@ -102,6 +121,9 @@ class ApprovalRecord:
     fingerprint: str
     refusals: list[str]
     asked_at: str
+    refused: list[str]
+    credits_after: float
+    filtered_ratio: float
     by: str | None = None
     at: str | None = None
 
@@ -141,7 +163,9 @@ class SendGuard:
         self.key = key
         self.identity = identity
         self._batches: dict[int, BatchRecord] = {}
+        # As read: not trusted until trusted_approval() verified its signature.
         self.approval: ApprovalRecord | None = None
+        self._approval_signature: str | None = None
 
     @classmethod
     def for_task_instance(cls, ti: Any) -> SendGuard:
@@ -163,7 +187,7 @@ class SendGuard:
         try:
             document = json.loads(raw) if raw else {}
             self._batches = _batches(document)
-            self.approval = _approval(document)
+            self.approval, self._approval_signature = _approval(document)
         except (ValueError, TypeError, ValidationError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AirflowFailException(
@@ -199,10 +223,38 @@ class SendGuard:
         self._batches.pop(index, None)
         self._save()
 
-    def keep_approval(self, approval: ApprovalRecord) -> None:
-        """Record the question asked, or the approval given (``approval.state``)."""
+    def keep_approval(self, approval: ApprovalRecord, token: str) -> None:
+        """Record the question asked, or the approval given (``approval.state``), signed for this task
+        instance.
+
+        :param token: the access token of the campaign's connection (its approval key signs).
+        """
         self.approval = approval
+        self._approval_signature = sign(token, APPROVAL, self._signed(approval))
         self._save()
+
+    def trusted_approval(self, token: str) -> ApprovalRecord | None:
+        """The approval record, once verified as this task instance wrote it; None when there is none.
+
+        :param token: the access token of the campaign's connection.
+        :raises AirflowFailException: the record does not verify (edited, unsigned, copied from another
+            task instance, or signed under another token): the send fails closed. The message does not
+            repeat the record's claims (who approved, at what cost).
+        """
+        if self.approval is None:
+            return None
+        if signature_valid(token, APPROVAL, self._signed(self.approval), self._approval_signature):
+            return self.approval
+        raise AirflowFailException(
+            f"Not sending: the approval in Airflow Variable {self.key!r} cannot be verified (edited, or "
+            "written by someone other than this task instance; a change of the connection's access token "
+            "since it was written has the same effect). An approval counts only as this task wrote it from "
+            "Airflow's record of the answer. Trigger a new DAG run to ask again (not retried)."
+        )
+
+    def _signed(self, approval: ApprovalRecord) -> dict[str, Any]:
+        """What an approval's signature covers: the record and this task instance's identity."""
+        return {"approval": vars(approval), "task_instance": self.identity}
 
     def _save(self) -> None:
         document: dict[str, Any] = {
@@ -210,7 +262,7 @@ class SendGuard:
             "batches": {str(index): vars(record) for index, record in sorted(self._batches.items())},
         }
         if self.approval is not None:
-            document["approval"] = vars(self.approval)
+            document["approval"] = {**vars(self.approval), "signature": self._approval_signature}
         Variable.set(
             self.key,
             json.dumps(document, separators=(",", ":")),
@@ -238,16 +290,41 @@ def _batches(document: object) -> dict[int, BatchRecord]:
     return batches
 
 
-def _approval(document: dict[str, Any]) -> ApprovalRecord | None:
-    """The guard's approval record, checked (ValueError names what is wrong), or None."""
+def _approval(document: dict[str, Any]) -> tuple[ApprovalRecord | None, str | None]:
+    """The guard's approval record, checked (ValueError names what is wrong), and its signature."""
     raw = document.get("approval")
     if raw is None:
-        return None
+        return None, None
+    if not isinstance(raw, dict):
+        raise ValueError("approval is not an object")
+    fields = dict(raw)
+    signature = fields.pop("signature", None)
+    if signature is not None and not isinstance(signature, str):
+        raise ValueError("approval: its signature is a string")
+    return approval_from(fields), signature
+
+
+def approval_from(raw: object) -> ApprovalRecord:
+    """``raw`` (decoded JSON, without a signature) as an approval record, each field checked.
+
+    :raises ValueError: names the field that is missing or wrong.
+    """
     approval = record_from(ApprovalRecord, raw, "approval", APPROVAL_STATES)
-    if isinstance(approval.cost, bool) or not isinstance(approval.cost, (int, float)) or approval.cost < 0:
+    if not _finite(approval.cost) or approval.cost < 0:
         raise ValueError("approval: its cost is a number of credits")
+    if not _finite(approval.credits_after):
+        raise ValueError("approval: its credits_after is a number of credits")
+    if not _finite(approval.filtered_ratio) or not 0 <= approval.filtered_ratio <= 1:
+        raise ValueError("approval: its filtered_ratio is a share between 0 and 1")
+    if not isinstance(approval.refused, list) or not all(name in GATE_NAMES for name in approval.refused):
+        raise ValueError(f"approval: refused lists gates among {', '.join(GATE_NAMES)}")
     if not isinstance(approval.fingerprint, str) or not approval.fingerprint:
         raise ValueError("approval: no fingerprint")
     if approval.state == "approved" and not approval.at:
         raise ValueError("approval: state 'approved' without when ('at')")
     return approval
+
+
+def _finite(value: object) -> bool:
+    """Whether ``value`` is a finite JSON number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

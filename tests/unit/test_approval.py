@@ -15,11 +15,12 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 from airflow_provider_sms import _compat
 from airflow_provider_sms._task_arguments import check_approvers, check_on_cost_exceeded
 from airflow_provider_sms.exceptions import SmsTransportError, SmsValidationError
+from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard, guard_key
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator
 from tests.task_instance import FakeTaskInstance
 from tests.unit.test_operators import NUMBERS, Service, calls, guard_of
 
-from .conftest import BASE_URL, connection_json
+from .conftest import BASE_URL, TOKEN, connection_json
 
 HITL = _compat.airflow_3_1_or_later()
 needs_hitl = pytest.mark.skipif(not HITL, reason="human-in-the-loop needs Airflow 3.1+")
@@ -396,3 +397,208 @@ def test_an_unreadable_approval_in_the_guard_fails_closed(
     with pytest.raises(AirflowFailException, match="approval: state 'approved' without when"):
         ask_operator().execute(context())
     assert calls(requests_mock, "/send") == 0
+
+
+# ------------------------------------------------------------------- what an approval covers
+
+
+@needs_hitl
+@pytest.mark.parametrize(
+    ("gates", "change", "said"),
+    [
+        (
+            {"min_credits_after": 990},
+            {"credits": 995},
+            "min_credits_after now refuses it and did not in the question: the question showed 994 credits "
+            "left after it, now 989 credits left after it",
+        ),
+        (
+            {"max_filtered_ratio": 0.2},
+            {"filtered": 1},
+            "max_filtered_ratio now refuses it and did not in the question: the question showed 0.0% of "
+            "the numbers filtered, now 33.3% of the numbers filtered",
+        ),
+    ],
+    ids=["credits fell while it waited", "more numbers filtered"],
+)
+def test_a_gate_that_refuses_only_after_the_question_fails_the_send_naming_it_and_both_figures(
+    requests_mock: Any,
+    written: list[dict[str, Any]],
+    gates: dict[str, Any],
+    change: dict[str, int],
+    said: str,
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(**gates), context())  # only max_cost refuses in the question
+    for name, value in change.items():
+        setattr(service, name, value)
+
+    with pytest.raises(AirflowFailException, match=re.escape(said)) as info:
+        resume(ask_operator(**gates), answer("Send"), carried)
+
+    assert "approved by alice" in str(info.value)
+    assert "trigger a new DAG run" in str(info.value)
+    assert service.sent_bodies == []
+    assert len(written) == 1  # not asked again
+
+
+@needs_hitl
+def test_a_covered_gate_whose_figure_got_worse_fails_the_send(
+    requests_mock: Any, written: list[dict[str, Any]]
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    # The question: 994 credits left after it, under min_credits_after 995 (and cost over max_cost).
+    carried = asked(ask_operator(min_credits_after=995), context())
+    assert carried["approval"]["refused"] == ["max_cost", "min_credits_after"]
+    service.credits = 999  # 5 fewer credits than the question showed, at the same cost
+
+    with pytest.raises(
+        AirflowFailException,
+        match=re.escape(
+            "min_credits_after refused in the question at 994 credits left after it, and it is worse now: "
+            "993 credits left after it"
+        ),
+    ):
+        resume(ask_operator(min_credits_after=995), answer("Send"), carried)
+    assert service.sent_bodies == []
+
+
+@needs_hitl
+def test_a_send_covered_by_the_approval_logs_who_approved_and_at_what_figures(
+    requests_mock: Any, written: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(min_credits_after=995), context())
+    service.credits = 1001  # better than shown: more credits left after it
+
+    resume(ask_operator(min_credits_after=995), answer("Send"), carried)
+
+    assert len(service.sent_bodies) == 1
+    log = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"Sending it all the same: it was approved by alice at {WHEN.isoformat()} for 6 credits, covering "
+        "max_cost, min_credits_after as the question showed cost 6 credits, 994 credits left after it, 0.0% "
+        "of the numbers filtered; now cost 6 credits, 995 credits left after it, 0.0% of the numbers filtered"
+    ) in log
+
+
+@needs_hitl
+def test_a_question_carried_by_an_earlier_version_is_not_sent(
+    requests_mock: Any, written: list[dict[str, Any]]
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(), context())
+    del carried["approval"]["refused"]  # what an earlier version carried with its wait
+
+    with pytest.raises(AirflowFailException, match=r"the question's record .* cannot be read"):
+        resume(ask_operator(), answer("Send"), carried)
+    assert service.sent_bodies == []
+
+
+# ----------------------------------------------------------------------- forged approvals
+
+
+def signed_guard(
+    variables: dict[str, str], approval: dict[str, Any], *, token: str = TOKEN, run_id: str = "manual__2030"
+) -> dict[str, Any]:
+    """The guard document of the run ``run_id``'s task instance holding ``approval``, signed with
+    ``token`` as the send task signs it."""
+    ti = FakeTaskInstance(run_id=run_id)
+    identity = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id, "map_index": ti.map_index}
+    key = guard_key(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
+    SendGuard(key, identity).keep_approval(ApprovalRecord(**approval), token)
+    return dict(json.loads(variables.pop(key)))
+
+
+def edited(document: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """``document`` with its approval's ``fields`` changed by hand, its signature kept."""
+    return {**document, "approval": {**document["approval"], **fields}}
+
+
+ALICE = {"state": "approved", "by": "alice", "at": WHEN.isoformat()}
+FORGERIES = {
+    "asked turned into approved by alice at 1000 credits (the issue's patch)": lambda variables, asked: (
+        edited(signed_guard(variables, asked), **ALICE, cost=1000)
+    ),
+    "cost raised in a signed approval": lambda variables, asked: edited(
+        signed_guard(variables, {**asked, **ALICE}), cost=1000
+    ),
+    "approver changed in a signed approval": lambda variables, asked: edited(
+        signed_guard(variables, {**asked, **ALICE, "by": "bob"}), by="alice"
+    ),
+    "unsigned": lambda variables, asked: {
+        **signed_guard(variables, asked),
+        "approval": {**asked, **ALICE},
+    },
+    "copied from another task instance's guard": lambda variables, asked: {
+        **signed_guard(variables, asked),
+        "approval": signed_guard(variables, {**asked, **ALICE}, run_id="manual__2031")["approval"],
+    },
+    "signed with another token (or before a token rotation)": lambda variables, asked: signed_guard(
+        variables, {**asked, **ALICE}, token="the-token-before-rotation"
+    ),
+}
+
+
+@needs_hitl
+@pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
+def test_an_approval_the_task_did_not_write_fails_closed_without_naming_its_approver(
+    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str], forge: Any
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(), context())
+    with pytest.raises(AirflowSkipException):
+        resume(ask_operator(), answer("Do not send"), carried)
+    (key,) = [key for key in variables if key.startswith("sms_send_guard:")]
+    variables[key] = json.dumps(forge(variables, carried["approval"]))
+    before = len(requests_mock.request_history)
+
+    with pytest.raises(AirflowFailException) as info:
+        ask_operator().execute(context())  # the same task instance, run again
+
+    text = str(info.value)
+    assert f"the approval in Airflow Variable {key!r} cannot be verified (edited, or written by" in text
+    assert "Trigger a new DAG run" in text
+    assert "alice" not in text
+    assert "1000" not in text
+    assert len(requests_mock.request_history) == before  # not even a simulation
+    assert service.sent_bodies == []
+    assert len(written) == 1
+
+
+@needs_hitl
+def test_the_approval_the_task_signed_still_sends_on_a_retry(
+    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str]
+) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(), context())
+    (key,) = [key for key in variables if key.startswith("sms_send_guard:")]
+    variables[key] = json.dumps(signed_guard(variables, {**carried["approval"], **ALICE}))
+
+    result = ask_operator().execute(context())
+
+    assert result["gate"]["approval"]["by"] == "alice"
+    assert len(service.sent_bodies) == 1
+
+
+def test_a_guards_approval_verifies_only_for_its_task_instance_and_token(variables: dict[str, str]) -> None:
+    approval = {
+        "state": "approved",
+        "cost": 6,
+        "fingerprint": "f" * 32,
+        "refusals": ["cost 6 credits is over max_cost 5"],
+        "asked_at": WHEN.isoformat(),
+        "refused": ["max_cost"],
+        "credits_after": 994,
+        "filtered_ratio": 0.0,
+        **ALICE,
+    }
+    document = json.dumps(signed_guard(variables, approval))
+    mine, other = FakeTaskInstance(), FakeTaskInstance(run_id="manual__2031")
+    for ti in (mine, other):  # the other task instance's guard holds a copy
+        variables[guard_key(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)] = document
+
+    assert SendGuard.for_task_instance(mine).trusted_approval(TOKEN) == ApprovalRecord(**approval)
+    for ti, token in ((mine, "another-token"), (other, TOKEN)):
+        with pytest.raises(AirflowFailException, match="cannot be verified"):
+            SendGuard.for_task_instance(ti).trusted_approval(token)
