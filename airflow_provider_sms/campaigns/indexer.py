@@ -11,6 +11,11 @@ A row committed late, with a time the indexer had already passed, is caught by r
 adds or updates gets its delivery totals (:mod:`.totals`) from the counts the flusher kept, with the
 connection's flusher row locked. One API server at
 a time indexes (the lock on the indexer's row); the others skip that look.
+
+A record is copied only when its signature (:mod:`.record`) verifies with its connection's access token
+and the task instance whose XCom row holds it; any other (unsigned, changed, of a connection that cannot
+be read, pushed by another task) is left out, counted and logged once, by task instance and connection.
+Each campaign keeps the team its DAG stood under when it was copied (:mod:`.access`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -28,7 +34,8 @@ from pydantic import ValidationError
 from sqlalchemy import delete, insert, select, tuple_, update
 from starlette.concurrency import run_in_threadpool
 
-from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord
+from airflow_provider_sms.campaigns.access import current_teams
+from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord, TaskInstance, signed_by_holder
 from airflow_provider_sms.campaigns.tables import (
     campaign_indexer_table,
     campaign_table,
@@ -52,6 +59,9 @@ PAGE = 500
 # How often the indexer looks; after a failure it waits longer, doubling up to the maximum.
 EVERY, MAX_BACKOFF = 5.0, 60.0
 START = datetime(1970, 1, 2, tzinfo=timezone.utc)
+# Records left out that are remembered as logged (each is read again during LOOKBACK): a flood of them
+# costs no more memory than this many.
+LEFT_OUT_KEPT = 4096
 
 
 class TaskKey(NamedTuple):
@@ -62,6 +72,69 @@ class TaskKey(NamedTuple):
     task_id: str
     map_index: int
     sent_at: datetime
+
+
+class LeftOut:
+    """The records this API server left out, counted by reason; each logged once."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._logged: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+
+    def note(self, row: Any, conn_id: object, reason: str) -> None:
+        """Count and log (once per XCom row) a record of ``row`` left out for ``reason``."""
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index, row.timestamp)
+        if key in self._logged:
+            return
+        self._logged[key] = None
+        while len(self._logged) > LEFT_OUT_KEPT:
+            self._logged.popitem(last=False)
+        self.counts[reason] += 1
+        log.warning(
+            "Campaigns: left out the campaign record of %s / %s / %s (map index %s) naming connection %r: "
+            "%s (%d record(s) left out so far for that reason)",
+            row.dag_id,
+            row.run_id,
+            row.task_id,
+            row.map_index,
+            str(conn_id)[:250],
+            reason,
+            self.counts[reason],
+        )
+
+
+LEFT_OUT = LeftOut()
+UNSIGNED = "it is not signed with its connection's access token (pushed by another task, or changed)"
+UNREADABLE_CONNECTION = (
+    "its connection cannot be read here to verify it (no such sms connection, or no token)"
+)
+
+
+class ConnectionTokens:
+    """The access token of each connection the records of one look name, read once per look."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, str | None] = {}
+
+    def __getitem__(self, conn_id: str) -> str | None:
+        if conn_id not in self._tokens:
+            self._tokens[conn_id] = _token_of(conn_id)
+        return self._tokens[conn_id]
+
+
+def _token_of(conn_id: str) -> str | None:
+    """The access token of ``conn_id`` from Airflow's secrets backends; None when it cannot be read."""
+    from airflow.models.connection import Connection
+
+    try:
+        conn = Connection.get_connection_from_secrets(conn_id)
+    except Exception as exc:  # not found, or a backend that failed: the record cannot be verified now
+        log.debug("Campaigns: connection %r cannot be read: %s", conn_id, exc)
+        return None
+    if conn.conn_type != "sms" or not conn.password:
+        return None
+    token: str = conn.password
+    return token
 
 
 def index_records(session: Session) -> int:
@@ -120,8 +193,9 @@ def _lock(session: Session) -> datetime | None:
 def _copy(session: Session, rows: Sequence[Any]) -> int:
     """Add or update the campaigns of ``rows`` (XCom rows), skipping those already copied."""
     records: dict[TaskKey, tuple[CampaignRecord, datetime]] = {}
+    tokens = ConnectionTokens()
     for row in rows:
-        record = _record(row)
+        record = _record(row, tokens)
         if record is None:
             continue
         key = TaskKey(row.dag_id, row.run_id, row.task_id, row.map_index, record.sent_at)
@@ -158,9 +232,13 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
     # Before any campaign row is written: no batch of these connections commits until this transaction
     # does, so the delivery totals read below from their counts cannot miss one.
     lock_connections(session, {record.conn_id for _, record, _, _ in plan})
+    # A campaign keeps the team it was sent under; None when its DAG has no row (then it is shown only
+    # to the users who may read every DAG).
+    teams = current_teams(session, {key.dag_id for key, _, _, _ in plan})
     row_ids = []
     for key, record, recorded_at, found in plan:
         values = {
+            "team": teams.get(key.dag_id),
             "conn_id": record.conn_id,
             "outcome": record.outcome,
             "sent": record.sent,
@@ -190,14 +268,15 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
     return len(plan)
 
 
-def _record(row: Any) -> CampaignRecord | None:
-    """The record an XCom row holds, or None (logged) when it is not one this provider can read."""
+def _record(row: Any, tokens: ConnectionTokens) -> CampaignRecord | None:
+    """The record an XCom row holds, once verified; None (logged) when it is not one this provider can
+    read or verify."""
     value = row.value
     try:
         # The SDK stores JSON types as they are; Airflow's older path stores a JSON string.
         if isinstance(value, (str, bytes)):
             value = json.loads(value)
-        return CampaignRecord.model_validate(value)
+        record = CampaignRecord.model_validate(value)
     except (ValueError, ValidationError) as exc:
         log.warning(
             "Campaigns: the XCom %r of %s / %s / %s (map index %s) is not a campaign record this provider "
@@ -210,6 +289,14 @@ def _record(row: Any) -> CampaignRecord | None:
             str(exc).splitlines()[0],
         )
         return None
+    token = tokens[record.conn_id]
+    if token is None:
+        LEFT_OUT.note(row, record.conn_id, UNREADABLE_CONNECTION)
+        return None
+    if not signed_by_holder(value, TaskInstance(row.dag_id, row.run_id, row.task_id, row.map_index), token):
+        LEFT_OUT.note(row, record.conn_id, UNSIGNED)
+        return None
+    return record
 
 
 def index_once() -> int:

@@ -4,11 +4,16 @@ The send operators push it under the XCom key :data:`RECORD_KEY` whenever anythi
 after a send, and when the task fails with batches sent or of unknown outcome. Workers cannot write the
 metadata database; the API server's indexer (:mod:`.indexer`) copies each record into the provider's
 table. No phone number is in it: the record says how many, never which.
+
+Any task can push an XCom under any key, so a record grants nothing by itself: it is signed with a key
+derived from its connection's access token, over the record and the task instance that pushed it. The
+indexer, which reads the connection, copies only the records whose signature it can verify: another
+DAG cannot make the page show a campaign on a connection it does not hold, nor move one to its own DAG.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -19,6 +24,7 @@ from airflow_provider_sms.models import (
     REPORT_DATE_MIN,
     PushType,
 )
+from airflow_provider_sms.token_keys import CAMPAIGN_RECORD, sign, signature_valid
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -29,6 +35,8 @@ if TYPE_CHECKING:
 
 # The XCom key of the record (the return value stays the DAG's own).
 RECORD_KEY = "sms_campaign"
+# The field of the pushed record that holds its signature.
+SIGNATURE = "signature"
 # A connection id as Airflow stores it (connection.conn_id).
 CONN_ID_MAX_LENGTH = 250
 # The most batches one record lists (a campaign of 10,000 batches is 100 million numbers).
@@ -92,8 +100,35 @@ class CampaignRecord(BaseModel):
     max_cost: float | None = Field(default=None, ge=0)
 
     def xcom_value(self) -> dict[str, Any]:
-        """The record as pushed: JSON types only, so that the API server reads it without Airflow's serde."""
+        """The record as kept: JSON types only, so that the API server reads it without Airflow's serde."""
         return self.model_dump(mode="json", exclude_defaults=False)
+
+    def signed_value(self, task: TaskInstance, token: str) -> dict[str, Any]:
+        """The record as pushed by ``task``: :meth:`xcom_value` with its signature made with ``token``
+        (the access token of the record's connection)."""
+        value = self.xcom_value()
+        return {**value, SIGNATURE: sign(token, CAMPAIGN_RECORD, _signed_document(value, task))}
+
+
+class TaskInstance(NamedTuple):
+    """The task instance that pushed a record, as its XCom row names it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+
+
+def signed_by_holder(value: Mapping[str, Any], task: TaskInstance, token: str) -> bool:
+    """Whether ``value`` (a pushed record) carries the signature that ``token``'s holder made for
+    ``task``: a record changed, unsigned, signed with another token or pushed by another task is not."""
+    document = {name: field for name, field in value.items() if name != SIGNATURE}
+    return signature_valid(token, CAMPAIGN_RECORD, _signed_document(document, task), value.get(SIGNATURE))
+
+
+def _signed_document(value: Mapping[str, Any], task: TaskInstance) -> dict[str, Any]:
+    """What a record's signature covers: the record and the task instance that pushed it."""
+    return {"task": list(task), "record": dict(value)}
 
 
 def record_of(

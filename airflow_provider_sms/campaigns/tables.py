@@ -57,6 +57,10 @@ campaign_table = Table(
     Column("delivered", BigInteger, nullable=False, server_default="0"),
     Column("failed", BigInteger, nullable=False, server_default="0"),
     Column("reused_ids", Boolean, nullable=False, server_default=false()),
+    # The team the campaign was sent under, as the indexer found its DAG's bundle: "" for none (no
+    # multi-team mode, or a bundle of no team); NULL when its DAG had no row. Only the users who may read
+    # every DAG see a campaign whose DAG no longer stands under this team (migration 0008).
+    Column("team", String(ID_LEN), nullable=True),
     # A task instance sends one campaign per send guard: a new one (the guard deleted, the task cleared)
     # starts at another time and gets its own row.
     UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "sent_at", name="sms_campaign_task_uq"),

@@ -8,14 +8,13 @@ summary's key from the access token, so no second secret has to be shared. Not p
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.token_keys import READ_KEY, derived_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,8 +36,6 @@ DEFAULT_EVENT_MAX_REPORTS = 1000
 DEFAULT_EVENT_INTERVAL = 5.0
 EVENT_MAX_REPORTS_RANGE = (1, 10_000)
 EVENT_INTERVAL_RANGE = (0.1, 3600.0)
-# What the summary's key is derived for: the same token yields other keys for other purposes.
-_READ_KEY_PURPOSE = b"airflow-provider-sms/delivery-reports/summary"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -165,7 +162,7 @@ def _max_body(value: object, where: str) -> int:
 
 def read_key(token: str) -> str:
     """The key of the receiver's summary endpoint, derived from the connection's access token."""
-    return hmac.new(token.encode(), _READ_KEY_PURPOSE, hashlib.sha256).hexdigest()
+    return derived_key(token, READ_KEY)
 
 
 def receiver_url(

@@ -307,14 +307,19 @@ class SmsSendBaseOperator(SmsBaseOperator):
         """Push the campaign record (XCom ``sms_campaign``, for the campaigns page) when anything may have
         gone out, whether the send finished or failed. Never raises: the send's own outcome is what the
         task must show."""
-        from airflow_provider_sms.campaigns.record import RECORD_KEY, record_of
+        from airflow_provider_sms.campaigns.record import RECORD_KEY, TaskInstance, record_of
 
         try:
             record = record_of(
                 campaign, guard, operator=type(self).__name__, result=result, max_cost=max_cost
             )
             if record is not None:
-                context["ti"].xcom_push(key=RECORD_KEY, value=record.xcom_value())
+                identity = guard.identity
+                task = TaskInstance(
+                    identity["dag_id"], identity["run_id"], identity["task_id"], identity["map_index"]
+                )
+                value = record.signed_value(task, campaign.hook.settings.token)
+                context["ti"].xcom_push(key=RECORD_KEY, value=value)
                 self.campaign_recorded = True
         except Exception as exc:
             self.log.warning(

@@ -2,8 +2,9 @@
 
 ``airflow dags test`` runs send tasks against the sandbox (a campaign sent, one whose answer cannot be
 trusted); the indexer then runs in this process, on the same metadata database, as it runs in the API
-server, and copies the records: the tickets are the sandbox's campaigns, nothing is copied twice, and a
-record stays when Airflow clears the task's XComs.
+server (the connection readable by it, as the API server reads it), and copies the records: the tickets
+are the sandbox's campaigns, nothing is copied twice, and a record stays when Airflow clears the task's
+XComs. Another DAG's plain task that pushes a record of the same connection is left out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.dags]
 DAGS = Path(__file__).parent
 REMINDER = DAGS / "campaign_dags" / "sms_daily_reminder.py"
 RETRIES = DAGS / "fault_dags" / "sms_send_with_retries.py"
+FORGED = DAGS / "campaign_dags" / "sms_forged_record.py"
 PLUGIN_PAGES = airflow_3_1_or_later()
 
 
@@ -51,9 +53,10 @@ def campaigns_of(dag_id: str, run_id: str) -> list[Any]:
 
 
 def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
-    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, metadata_db: Any
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, metadata_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", env["AIRFLOW_CONN_SMS_DEFAULT"])
     run_dag_test(REMINDER, "sms_daily_reminder", env, logical_date="2031-03-03T08:00:00+00:00")
     sms_sandbox.inspect.set_faults(maybe_sent=1, endpoints=["/send"])
     run_dag_test(RETRIES, "sms_send_with_retries", env)
@@ -98,3 +101,30 @@ def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
         )
     assert index_once() == 0
     assert [row.id for row, _ in campaigns_of("sms_daily_reminder", reminder_run)] == [sent.id]
+
+
+def test_another_dags_task_cannot_make_the_page_show_a_campaign_of_a_connection_it_does_not_hold(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, metadata_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_sms.campaigns import indexer
+
+    env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", env["AIRFLOW_CONN_SMS_DEFAULT"])
+    run_dag_test(REMINDER, "sms_daily_reminder", env, logical_date="2031-03-05T08:00:00+00:00")
+    (victim,) = [c for c in sms_sandbox.inspect.campaigns() if "Reminder" in c["text"]]
+    # The forger read the victim's ticket (e.g. from the victim's XCom): a record naming it, signed with a
+    # key it made up.
+    run_dag_test(FORGED, "sms_forged_record", env, args=["-c", json.dumps({"ticket": int(victim["ticket"])})])
+    forged_run = latest_run(airflow_home, "sms_forged_record")
+    left_out = indexer.LEFT_OUT.counts[indexer.UNSIGNED]
+
+    while index_once():
+        pass
+
+    assert campaigns_of("sms_forged_record", forged_run) == []
+    assert indexer.LEFT_OUT.counts[indexer.UNSIGNED] == left_out + 1
+    (owned,) = [
+        row
+        for row, tickets in campaigns_of("sms_daily_reminder", latest_run(airflow_home, "sms_daily_reminder"))
+    ]
+    assert owned.conn_id == "sms_default"

@@ -9,7 +9,6 @@ delivery filter must answer as they did with it.
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from airflow_provider_sms.delivery_reports.batches import flush_batch
 from airflow_provider_sms.delivery_reports.retention import prune_reports
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
 from airflow_provider_sms.models import DeliveryReport
+from tests.campaign_records import dag_rows, sms_connections, xcom_row
 from tests.integration.conftest import clear
 
 pytestmark = pytest.mark.integration
@@ -62,10 +62,9 @@ def record(tickets: list[int], sent: int, sent_at: dt.datetime, outcome: str = "
 
 
 def index(db: Any, dag_id: str, value: dict[str, Any], recorded_at: dt.datetime = NOW) -> None:
-    row = SimpleNamespace(
-        dag_id=dag_id, run_id="manual", task_id="send", map_index=-1, value=value, timestamp=recorded_at
-    )
-    with db.Session() as session, session.begin():
+    row = xcom_row(dag_id, value, recorded_at, run_id="manual")
+    with db.Session() as session, session.begin(), sms_connections(CONN):
+        dag_rows(session, [dag_id])
         indexer._copy(session, [row])
 
 
@@ -105,7 +104,7 @@ def assert_totals_exact(db: Any) -> None:
             assert shown == queries.delivery_of(row.sent, exact[row.id], pruned_at=row.reports_pruned_at), row
             if not row.reused_ids and row.reports_pruned_at is None:
                 assert (row.delivered, row.failed) == (shown.delivered, shown.failed), row
-        readable = {row.dag_id for row in found}
+        readable = {queries.scope_of(row) for row in found}
         for state in queries.DELIVERY_STATES:
             page = queries.campaign_page(session, readable, delivery=state, limit=queries.MAX_PAGE)
             expected = [
@@ -196,8 +195,12 @@ def test_a_maybe_sent_campaign_is_never_complete_and_a_pruned_one_in_no_state(db
     flush(db)
     assert rows(db)["dag_maybe"].delivered == 1
     with db.Session() as session:
-        complete = queries.campaign_page(session, {"dag_maybe", "dag_pruned"}, delivery="complete")
-        not_final = queries.campaign_page(session, {"dag_maybe", "dag_pruned"}, delivery="not_final")
+        complete = queries.campaign_page(
+            session, {("dag_maybe", ""), ("dag_pruned", "")}, delivery="complete"
+        )
+        not_final = queries.campaign_page(
+            session, {("dag_maybe", ""), ("dag_pruned", "")}, delivery="not_final"
+        )
     assert complete.campaigns == []
     assert [c.dag_id for c in not_final.campaigns] == ["dag_maybe"]
     assert rows(db)["dag_pruned"].reports_pruned_at is not None

@@ -3,31 +3,35 @@
 The API server runs from this venv (so it loads this provider and runs ``SmsHook.test_connection`` in
 its own process) on a free 127.0.0.1 port: ``api_server``, on the session's home, with the simple auth
 manager making everyone an admin and connection testing enabled; ``running_api_server`` for a test that
-sets its own home and users (tests/ui/test_campaigns_in_airflow.py). Chromium is Debian's (``apt-get
+sets its own home and users; ``team_deployment``, a multi-team Airflow of two DAG bundles
+(tests/ui/test_campaigns_in_airflow.py, tests/ui/test_trust_boundaries.py). Chromium is Debian's (``apt-get
 install chromium``), driven by Playwright's Python package with ``executable_path``: no browser
 download. A missing browser or Playwright fails the test with the command to install it; it never skips.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
 
-from tests.conftest import AIRFLOW, airflow_env
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests.conftest import AIRFLOW, DAG_TEST_TIMEOUT, MIGRATE_TIMEOUT, airflow_env, latest_run, plain_output
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, FrameLocator, Page
 
     from tests.token_canary import TokenCanary
 
@@ -110,6 +114,121 @@ def running_api_server(env: dict[str, str], port: int, log_path: Path) -> Iterat
         yield url
     finally:
         _stop(process)
+
+
+def run_airflow(env: Mapping[str, str], *args: str, timeout: float = MIGRATE_TIMEOUT) -> str:
+    """Run one ``airflow`` command; its output, or the test fails with it."""
+    process = subprocess.run(
+        [AIRFLOW, *args], env=dict(env), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if process.returncode != 0:
+        pytest.fail(f"airflow {' '.join(args)} failed:\n{plain_output(process)[-3000:]}")
+    return process.stdout + process.stderr
+
+
+@dataclass
+class TeamAirflow:
+    """A running multi-team deployment (:func:`team_deployment`): its URL, the DAG runs it made, the
+    sandbox behind it, its environment and the API server's log."""
+
+    url: str
+    runs: dict[str, str]
+    sandbox: Any
+    env: dict[str, str]
+    passwords: dict[str, str]
+    log_path: Path
+
+    def frame(self, page: Page) -> FrameLocator:
+        """The campaigns page in Airflow's frame."""
+        return page.frame_locator("iframe[src*='/sms/campaigns/ui/']")
+
+    def login(self, page: Page, user: str) -> None:
+        """Sign in through the simple auth manager's login page."""
+        sign_in(page, self.url, user, self.passwords[user])
+
+    def ticket_of(self, text: str) -> int:
+        """The sandbox's ticket of the one campaign whose text holds ``text``."""
+        (ticket,) = [int(c["ticket"]) for c in self.sandbox.inspect.campaigns() if text in c["text"]]
+        return ticket
+
+    def token(self, user: str) -> str:
+        """``user``'s token, from the simple auth manager's login."""
+        answer = requests.post(
+            f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=10
+        )
+        answer.raise_for_status()
+        return str(answer.json()["access_token"])
+
+    def airflow(self, *args: str, timeout: float = MIGRATE_TIMEOUT) -> str:
+        """Run one ``airflow`` command on this deployment."""
+        return run_airflow(self.env, *args, timeout=timeout)
+
+
+@contextmanager
+def team_deployment(
+    home: Path,
+    token_canary: TokenCanary,
+    *,
+    bundles: Mapping[str, Path],
+    users: str,
+    passwords: dict[str, str],
+    send: list[str],
+    log_name: str,
+    dlr_statuses: tuple[int, ...],
+) -> Iterator[TeamAirflow]:
+    """A real ``airflow api-server`` in multi-team mode on ``home`` (SQLite), with the simple auth
+    manager, one DAG bundle per team, the sandbox posting delivery reports to it, and the DAGs of
+    ``send`` run once each with ``airflow dags test``.
+
+    :param bundles: each team's DAG folder.
+    :param users: ``[core] simple_auth_manager_users`` (``name:role[:team]`` each).
+    :param passwords: each user's password.
+    :param log_name: the API server's log, under the artifacts (checked by the token canary).
+    :param dlr_statuses: the statuses the sandbox reports, number after number.
+    """
+    from airflow_provider_sms.sandbox.server import SandboxServer
+
+    token_canary.watch_airflow_home(home)
+    # The simple auth manager reads its users' passwords from this file (it writes random ones otherwise).
+    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps(passwords))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    bundle_list = [
+        {
+            "name": f"bundle_{team}",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(path)},
+            "team_name": team,
+        }
+        for team, path in bundles.items()
+    ]
+    with SandboxServer(token=TEST_TOKEN, dlr=True, dlr_statuses=dlr_statuses) as sandbox:
+        sandbox.inspect.set_webhook("1", url=f"{url}/sms/delivery-reports/sms_default")
+        connection = sandbox.connection_json(dlr_webhook_id="1", dlr_allowed_callers=["127.0.0.1"])
+        env = airflow_env(
+            home,
+            AIRFLOW__CORE__AUTH_MANAGER=SIMPLE_AUTH_MANAGER,
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=users,
+            AIRFLOW__CORE__MULTI_TEAM="True",
+            AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST=json.dumps(bundle_list),
+            AIRFLOW__API__BASE_URL=url,
+            AIRFLOW__API_AUTH__JWT_SECRET="campaigns-e2e-jwt-secret-0123456789abcdef",
+            AIRFLOW_CONN_SMS_DEFAULT=connection,
+        )
+        run_airflow(env, "db", "migrate")
+        run_airflow(env, "teams", "sync")  # the teams named by the bundles
+        run_airflow(env, "dags", "reserialize")  # each DAG with its bundle, so with its team
+        log_path = ARTIFACTS / log_name
+        with running_api_server(env, port, log_path):
+            runs = {}
+            for dag_id in send:
+                output = run_airflow(env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
+                token_canary.check_output(output, f"output of airflow dags test {dag_id}")
+                runs[dag_id] = latest_run(home, dag_id)
+            yield TeamAirflow(
+                url=url, runs=runs, sandbox=sandbox, env=env, passwords=passwords, log_path=log_path
+            )
+        token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
-import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,16 +25,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-from tests.conftest import (
-    AIRFLOW,
-    DAG_TEST_TIMEOUT,
-    MIGRATE_TIMEOUT,
-    airflow_env,
-    latest_run,
-    plain_output,
-)
-from tests.ui.conftest import ARTIFACTS, SIMPLE_AUTH_MANAGER, free_port, running_api_server, sign_in
+from tests.ui.conftest import ARTIFACTS, TeamAirflow, team_deployment
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -59,93 +47,22 @@ LISTED_TIMEOUT = 90.0
 CAMPAIGNS_API = "/sms/campaigns/api/v1"
 
 
-@dataclass
-class TeamAirflow:
-    """The running deployment: its URL, its DAG runs, the sandbox behind it."""
-
-    url: str
-    runs: dict[str, str]
-    sandbox: Any
-
-    def frame(self, page: Page) -> FrameLocator:
-        """The campaigns page in Airflow's frame."""
-        return page.frame_locator("iframe[src*='/sms/campaigns/ui/']")
-
-    def login(self, page: Page, user: str) -> None:
-        """Sign in through the simple auth manager's login page."""
-        sign_in(page, self.url, user, PASSWORDS[user])
-
-    def ticket_of_team_a(self) -> int:
-        """The sandbox's ticket of team A's campaign (its text is "Your order has shipped")."""
-        (ticket,) = [int(c["ticket"]) for c in self.sandbox.inspect.campaigns() if "shipped" in c["text"]]
-        return ticket
-
-    def token(self, user: str) -> str:
-        answer = requests.post(
-            f"{self.url}/auth/token", json={"username": user, "password": PASSWORDS[user]}, timeout=10
-        )
-        answer.raise_for_status()
-        return str(answer.json()["access_token"])
-
-
-def _airflow(env: dict[str, str], *args: str, timeout: float = MIGRATE_TIMEOUT) -> str:
-    """Run one ``airflow`` command; its output, or the test fails with it."""
-    process = subprocess.run(
-        [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if process.returncode != 0:
-        pytest.fail(f"airflow {' '.join(args)} failed:\n{plain_output(process)[-3000:]}")
-    return process.stdout + process.stderr
-
-
 @pytest.fixture(scope="module")
 def team_airflow(
     tmp_path_factory: pytest.TempPathFactory, token_canary: TokenCanary
 ) -> Iterator[TeamAirflow]:
-    from airflow_provider_sms.sandbox.server import SandboxServer
-
-    home = tmp_path_factory.mktemp("airflow_teams")
-    token_canary.watch_airflow_home(home)
-    # The simple auth manager reads its users' passwords from this file (it writes random ones otherwise).
-    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps(PASSWORDS))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    bundles = [
-        {
-            "name": f"bundle_{team}",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(TEAM_DAGS / team)},
-            "team_name": team,
-        }
-        for team in ("team_a", "team_b")
-    ]
-    with SandboxServer(token=TEST_TOKEN, dlr=True, dlr_statuses=tuple(STATUSES)) as sandbox:
-        sandbox.inspect.set_webhook("1", url=f"{url}/sms/delivery-reports/sms_default")
-        connection = sandbox.connection_json(dlr_webhook_id="1", dlr_allowed_callers=["127.0.0.1"])
-        env = airflow_env(
-            home,
-            AIRFLOW__CORE__AUTH_MANAGER=SIMPLE_AUTH_MANAGER,
-            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="viewer:viewer:team_a,admin:admin",
-            AIRFLOW__CORE__MULTI_TEAM="True",
-            AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST=json.dumps(bundles),
-            AIRFLOW__API__BASE_URL=url,
-            AIRFLOW__API_AUTH__JWT_SECRET="campaigns-e2e-jwt-secret-0123456789abcdef",
-            AIRFLOW_CONN_SMS_DEFAULT=connection,
-        )
-        _airflow(env, "db", "migrate")
-        _airflow(env, "teams", "sync")  # the teams named by the bundles
-        _airflow(env, "dags", "reserialize")  # each DAG with its bundle, so with its team
-        log_path = ARTIFACTS / "api-server-teams.log"
-        with running_api_server(env, port, log_path):
-            runs = {}
-            for dag_id in (DAG_A, DAG_B):
-                output = _airflow(env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
-                token_canary.check_output(output, f"output of airflow dags test {dag_id}")
-                runs[dag_id] = latest_run(home, dag_id)
-            deployment = TeamAirflow(url=url, runs=runs, sandbox=sandbox)
-            _wait_until_listed(deployment)
-            yield deployment
-        token_canary.check_output(log_path.read_bytes(), f"airflow api-server log ({log_path})")
+    with team_deployment(
+        tmp_path_factory.mktemp("airflow_teams"),
+        token_canary,
+        bundles={team: TEAM_DAGS / team for team in ("team_a", "team_b")},
+        users="viewer:viewer:team_a,admin:admin",
+        passwords=PASSWORDS,
+        send=[DAG_A, DAG_B],
+        log_name="api-server-teams.log",
+        dlr_statuses=tuple(STATUSES),
+    ) as deployment:
+        _wait_until_listed(deployment)
+        yield deployment
 
 
 def _wait_until_listed(deployment: TeamAirflow) -> None:
@@ -236,7 +153,7 @@ def test_a_campaign_draws_its_chart_and_its_csv_is_the_sandboxs_failures(
     with page.expect_download() as download:
         frame.locator("#csv").click()
     lines = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
-    ticket = team_airflow.ticket_of_team_a()
+    ticket = team_airflow.ticket_of("shipped")
     expected = sorted(
         (report["destination"], FAILED_STATUSES[report["status"]])
         for report in team_airflow.sandbox.inspect.delivery_report_ledger()
@@ -319,4 +236,4 @@ def test_the_send_tasks_extra_link_opens_its_campaign(team_airflow: TeamAirflow,
     link.click()  # same origin: Airflow opens it in the same tab
     frame = team_airflow.frame(page)
     frame.locator("#chart svg").wait_for()
-    assert frame.locator("h1").inner_text() == f"Campaign {team_airflow.ticket_of_team_a()}"
+    assert frame.locator("h1").inner_text() == f"Campaign {team_airflow.ticket_of('shipped')}"

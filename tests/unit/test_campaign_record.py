@@ -9,11 +9,11 @@ import pytest
 import requests
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord
+from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord, TaskInstance, signed_by_holder
 from airflow_provider_sms.exceptions import SmsTransportError
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator
 
-from .conftest import BASE_URL, connection_json
+from .conftest import BASE_URL, TOKEN, connection_json
 from .test_operators import NUMBERS, Service, context
 
 if TYPE_CHECKING:
@@ -53,6 +53,21 @@ def test_a_send_leaves_its_record_with_tickets_figures_and_times(requests_mock):
     assert record.max_cost == 100
     assert record.sent_at.isoformat() == result["sent_at"]
     assert record.delivery_at == record.sent_at
+
+
+def test_the_record_is_signed_for_its_task_instance_with_the_connections_token(requests_mock):
+    Service().mount(requests_mock)
+    ctx = context()
+    SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(ctx)
+
+    value = ctx["ti"].xcoms[RECORD_KEY]
+    ti = ctx["ti"]
+    task = TaskInstance(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+    assert signed_by_holder(value, task, TOKEN)
+    assert not signed_by_holder(value, task._replace(dag_id="another_dag"), TOKEN)
+    assert not signed_by_holder(value, task, "another-token")
+    assert not signed_by_holder({**value, "sent": value["sent"] + 1}, task, TOKEN)
+    assert TOKEN not in json.dumps(value)
 
 
 def test_the_record_holds_no_phone_number(requests_mock):

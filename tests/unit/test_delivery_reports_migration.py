@@ -197,3 +197,26 @@ def test_the_campaigns_delivery_totals_are_filled_from_the_kept_counts_and_dropp
         columns = {column["name"] for column in inspect(connection).get_columns("sms_campaign")}
         assert not {"by_status", "delivered", "failed", "reused_ids"} & columns
         assert {"sent", "reports_pruned_at"} <= columns
+
+
+def test_the_campaigns_already_copied_get_no_team_and_the_column_goes_on_downgrade(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'metadata.db'}")
+    config = SmsDeliveryReportsDBManager(session=None).get_alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "7f3b1d9e5a26")
+        connection.execute(
+            text(
+                "INSERT INTO sms_campaign (dag_id, run_id, task_id, map_index, conn_id, outcome, sent_at, "
+                "recorded_at, record) VALUES ('a', 'r', 't', -1, 'sms_default', 'sent', "
+                "'2026-11-24 10:00:00', '2026-11-24 10:00:00', '{}')"
+            )
+        )
+        command.upgrade(config, "heads")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT dag_id, team FROM sms_campaign")).all() == [("a", "")]
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "7f3b1d9e5a26")
+    with engine.connect() as connection:
+        assert "team" not in {column["name"] for column in inspect(connection).get_columns("sms_campaign")}

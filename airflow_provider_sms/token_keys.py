@@ -1,0 +1,52 @@
+"""Keys derived from a connection's access token, and the signatures made with them. Not public API.
+
+Whoever holds a connection's token can derive its keys: the send task that uses the connection, and
+the API server, which reads connections. Another DAG, another team or a person who may edit Variables
+cannot. Each key serves one purpose, so that a signature made for one kind of record is never valid
+for another, and none of them reveals the token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+# The purposes; a new kind of signed record gets its own.
+READ_KEY = b"airflow-provider-sms/delivery-reports/summary"
+CAMPAIGN_RECORD = b"airflow-provider-sms/campaign-record/v1"
+APPROVAL = b"airflow-provider-sms/send-approval/v1"
+
+
+def derived_key(token: str, purpose: bytes) -> str:
+    """The key of ``purpose`` derived from ``token`` (hex)."""
+    return hmac.new(token.encode(), purpose, hashlib.sha256).hexdigest()
+
+
+def canonical(document: Any) -> bytes:
+    """``document`` (JSON types) as the bytes a signature covers: keys sorted, no spaces.
+
+    :raises ValueError: a value JSON cannot hold (NaN, infinity, a type JSON has not).
+    """
+    try:
+        return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def sign(token: str, purpose: bytes, document: Any) -> str:
+    """The signature of ``document`` with ``token``'s key for ``purpose`` (hex)."""
+    key = derived_key(token, purpose).encode()
+    return hmac.new(key, canonical(document), hashlib.sha256).hexdigest()
+
+
+def signature_valid(token: str, purpose: bytes, document: Any, signature: object) -> bool:
+    """Whether ``signature`` is ``document``'s with ``token``'s key for ``purpose`` (constant time)."""
+    if not isinstance(signature, str) or not signature:
+        return False
+    try:
+        expected = sign(token, purpose, document)
+    except ValueError:
+        return False
+    return hmac.compare_digest(expected.encode(), signature.encode())
