@@ -345,9 +345,13 @@ def campaign_records(runs: list[tuple[int, str, str]], big: int, big_conn_id: st
 def push_records(
     deployment: Deployment, runs: list[tuple[int, str, str]], records: list[dict[str, Any]]
 ) -> None:
-    """The records in XCom as the send tasks push them (a minute after their send), and the kept
-    delivery counts of their tickets (but the big campaign's, which the flusher made)."""
+    """The records in XCom as the send tasks push them (a minute after their send, signed with the
+    connections' token), and the kept delivery counts of their tickets (but the big campaign's, which
+    the flusher made)."""
     from sqlalchemy import text
+
+    from airflow_provider_sms.campaigns.record import CampaignRecord, TaskInstance
+    from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 
     xcoms: list[dict[str, Any]] = []
     counts: list[dict[str, Any]] = []
@@ -361,7 +365,11 @@ def push_records(
                 "dag_run_id": run_row,
                 "dag_id": dag_id,
                 "run_id": run_id,
-                "value": json.dumps(value),
+                "value": json.dumps(
+                    CampaignRecord.model_validate(value).signed_value(
+                        TaskInstance(dag_id, run_id, SEND_TASK, -1), TEST_TOKEN
+                    )
+                ),
                 "timestamp": sent_at + timedelta(minutes=1),
             }
         )
