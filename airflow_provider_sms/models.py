@@ -51,6 +51,8 @@ DESTINATION_MAX_LENGTH = 32
 # Also what a recipient's gsmsmsid may be: the service echoes it as the report's message_id.
 MESSAGE_ID_MAX_LENGTH = 128
 COUNTRY_CODE_MAX_LENGTH = 8
+# What a report's country code is: two capital letters (ISO 3166-1 alpha-2), as the service sends them.
+_COUNTRY_CODE = re.compile("[A-Z]{2}")
 # status is a 32-bit INTEGER, campaign_id a BIGINT.
 STATUS_MAX = 2**31 - 1
 CAMPAIGN_ID_MAX = 2**63 - 1
@@ -419,8 +421,9 @@ class DeliveryReport(SmsModel):
     :param message_id: the ``gsmsmsid`` given for this number on POST /send, if one was; at most
         :data:`MESSAGE_ID_MAX_LENGTH` characters.
     :param campaign_id: the campaign's id (the send's ``ticket``), 1 to :data:`CAMPAIGN_ID_MAX`.
-    :param country_code: the destination's country, e.g. ``FR``; at most :data:`COUNTRY_CODE_MAX_LENGTH`
-        characters.
+    :param country_code: the destination's country as real reports carry it, two capital letters
+        (ISO 3166-1 alpha-2, e.g. ``FR``); absent or empty when the service does not say. Anything else
+        is refused: the value is shown on the campaigns page and in spreadsheets (``failed.csv``).
     """
 
     model_config = ConfigDict(hide_input_in_errors=True)  # its input holds a number
@@ -468,6 +471,16 @@ class DeliveryReport(SmsModel):
         if position >= 0:
             raise ValueError(
                 f"contains the NUL character at position {position}, which PostgreSQL cannot store"
+            )
+        return value
+
+    @field_validator("country_code")
+    @classmethod
+    def _two_letters(cls, value: str | None) -> str | None:
+        # After _storable_text: a NUL is named as such. The value is not quoted (the input is hidden).
+        if value and not _COUNTRY_CODE.fullmatch(value):
+            raise ValueError(
+                "must be two capital letters A-Z (an ISO 3166-1 alpha-2 code, e.g. FR), or empty"
             )
         return value
 

@@ -72,6 +72,8 @@ class ReceiverAccess:
 class SummaryRequest:
     """One request of the summary: where, with which key, for which campaigns, from when.
 
+    :param failed_after: where the page of failed numbers starts: a previous answer's ``failed_next``,
+        an opaque position (never a number: the URL goes to the API server's access log).
     :param since: count only what arrived from then on (the send's ``sent_at``): a campaign id the
         service reused then leaves out the earlier campaign's reports.
     """
@@ -80,7 +82,7 @@ class SummaryRequest:
     key: str = field(repr=False)
     campaign_ids: Sequence[int]
     with_failed: bool = False
-    failed_after: str | None = None
+    failed_after: int | None = None
     since: datetime | None = None
 
     def params(self) -> list[tuple[str, str | int | float | bool | None]]:

@@ -5,7 +5,8 @@ A name that receives no reports (no such connection, not an ``sms`` one, bad set
 ``dlr_webhook_id``, longer than a connection id can be) is answered with one 404 text,
 :data:`NOT_RECEIVING`, whatever the reason: an unauthenticated caller learns nothing about which
 connections exist. The API server's log says which reason, once per name per :data:`CONNECTION_TTL`.
-Not public API.
+(The readers' endpoints, summary and batches, answer every call without the right key one 401 instead,
+whatever the name: see the receiver's ``check_reader``.) Not public API.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class ReceivingConnection:
     """One connection as the receiver knows it, for :data:`CONNECTION_TTL` seconds.
 
     :param hook: the hook on the connection, which reads the webhook.
-    :param settings: its receiver settings; None when its extra has no ``dlr_webhook_id``.
+    :param settings: its receiver settings; None when its extra has no ``dlr_webhook_id`` or they are not
+        valid.
     :param signature: the webhook's signature, once read.
     :param signature_read_at: when it was read (the :class:`Connections`' clock).
     """
@@ -224,7 +226,8 @@ class Connections:
 
     def _read(self, conn_id: str) -> ReceivingConnection | None:
         """The connection from Airflow's secrets backends; None (the reason logged) when it receives no
-        reports. A connection without ``dlr_webhook_id`` is returned: :func:`require_settings` refuses it.
+        reports. An ``sms`` connection with a token but without ``dlr_webhook_id``, or with receiver
+        settings that are not valid, is returned without settings: :func:`require_settings` refuses it.
         """
         from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
@@ -260,17 +263,21 @@ class Connections:
         # One try: the service retries a report answered 503, so the API server need not wait here.
         hook = SmsHook(sms_conn_id=conn_id, max_tries=1)
         try:
-            settings = receiver_settings(connection_extra(conn, conn_id=conn_id), conn_id=conn_id)
             # Checked now (a connection without a token is refused), from the connection just read: the
             # hook does not look it up again.
             hook.settings = connection_settings(conn, conn_id=conn_id)
         except SmsValidationError as exc:
             log.warning("Delivery reports: calls for %r are refused: %s", conn_id, exc)
             return None
+        # Settings that are not valid are none: the connection is kept with its token all the same, so that
+        # a reader with its key is told it receives nothing, as for one without dlr_webhook_id.
+        why = "its extra has no dlr_webhook_id"
+        try:
+            settings = receiver_settings(connection_extra(conn, conn_id=conn_id), conn_id=conn_id)
+        except SmsValidationError as exc:
+            settings, why = None, str(exc)
         if settings is None:
-            log.warning(
-                "Delivery reports: calls for %r are refused: its extra has no dlr_webhook_id", conn_id
-            )
+            log.warning("Delivery reports: calls for %r are refused: %s", conn_id, why)
         return ReceivingConnection(hook=hook, settings=settings)
 
     def known_signature(self, receiving: ReceivingConnection) -> str | None:

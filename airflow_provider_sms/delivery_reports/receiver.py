@@ -19,7 +19,10 @@ call, storing nothing, when it fails:
    200 ``duplicate``). A database that cannot store it is answered 503, which the service retries.
 
 ``GET /sms/delivery-reports/{conn_id}/summary`` tells where campaigns stand, for the delivery-reports
-sensor and trigger; it takes the key derived from the connection's token.
+sensor and trigger, and ``GET /sms/delivery-reports/{conn_id}/batches/{n}`` gives the reports of an asset
+event, for ``reports_from_events``. Both take the key derived from the connection's token
+(``check_reader``): a call without that key gets one 401, whatever the name, before its parameters are
+read. Their URLs hold no telephone number: the failed numbers are paged by opaque positions.
 
 Plugin apps get no Airflow authentication: these checks are the only gate.
 """
@@ -34,7 +37,8 @@ import time
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import AwareDatetime, Field
 from sqlalchemy.exc import SQLAlchemyError
@@ -63,7 +67,13 @@ from airflow_provider_sms.delivery_reports.settings import (
     ReceiverSettings,
     read_key,
 )
-from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORTS_PAGE, without_parameters
+from airflow_provider_sms.delivery_reports.store import (
+    FAILED_PAGE,
+    REPORT_ID_MAX,
+    REPORTS_PAGE,
+    UnknownPosition,
+    without_parameters,
+)
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
 
@@ -78,6 +88,11 @@ CampaignId = Annotated[int, Field(ge=1, le=CAMPAIGN_ID_MAX)]
 log = logging.getLogger(__name__)
 
 MAX_CAMPAIGNS_PER_SUMMARY = 1000
+# The one answer of the readers' endpoints (summary, batches) to a call without the right key, whatever
+# the name: it does not say whether the connection exists or receives reports.
+READER_REFUSED = (
+    "the summary and the batches need the key derived from the access token of the connection named"
+)
 # How long _health trusts its last look at the tables: probes come often, and it must stay cheap.
 HEALTH_TTL = 5.0
 # Reports stored in one commit at most (``[sms] delivery_report_group_commit``; 1: each call alone).
@@ -104,7 +119,7 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
     if tables_missing(exc):
         log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, MIGRATE_HINT)
         return Refusal(500, MIGRATE_HINT)
-    # A page of failed numbers starts after a number: the statement's parameters are left out.
+    # The failed numbers' statements have numbers for parameters: the parameters are left out.
     log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, without_parameters(exc))
     return Refusal(
         503,
@@ -118,27 +133,33 @@ def read_summary(
     campaign_ids: list[int],
     since: datetime | None,
     with_failed: bool,
-    failed_after: str | None,
+    failed_after: int | None,
     failed_limit: int,
 ) -> bytes:
     """The summary of ``campaign_ids`` (from ``since`` on), with the connection's recent refusals, as
-    the answer's body."""
+    the answer's body.
+
+    :raises Refusal: 422 naming ``failed_after`` when it is not a position of these campaigns.
+    """
     from airflow.utils.session import create_session
 
     from airflow_provider_sms.delivery_reports.refusals import recent_refusals
     from airflow_provider_sms.delivery_reports.store import campaign_summary
 
     with create_session(scoped=False) as session:
-        summary = campaign_summary(
-            session,
-            conn_id,
-            campaign_ids,
-            since=since,
-            with_failed=with_failed,
-            failed_after=failed_after,
-            failed_limit=failed_limit,
-            refusals=recent_refusals(session, conn_id),
-        )
+        try:
+            summary = campaign_summary(
+                session,
+                conn_id,
+                campaign_ids,
+                since=since,
+                with_failed=with_failed,
+                failed_after=failed_after,
+                failed_limit=failed_limit,
+                refusals=recent_refusals(session, conn_id),
+            )
+        except UnknownPosition as exc:
+            raise Refusal(422, f"failed_after: {exc}") from None
     return codec.encode_delivery_summary(summary)
 
 
@@ -198,10 +219,9 @@ class TablesCheck:
 # The steps of ``receive``, in the order it takes them (the module's docstring lists them).
 
 
-async def check_connection(
-    connections: Connections, conn_id: str
-) -> tuple[ReceivingConnection, ReceiverSettings]:
-    """404 unless ``conn_id`` is an ``sms`` connection whose extra names the DLR webhook.
+async def read_connection(connections: Connections, conn_id: str) -> ReceivingConnection:
+    """The connection ``conn_id`` as the receiver knows it; 404 when it receives no reports (but for
+    one without ``dlr_webhook_id``: :func:`require_settings` refuses that one).
 
     :param connections: where connections are read.
     :param conn_id: the connection the call names.
@@ -210,6 +230,18 @@ async def check_connection(
     receiving = connections.fresh(conn_id)
     if receiving is None:
         receiving = await run_in_threadpool(connections.get, conn_id)
+    return receiving
+
+
+async def check_connection(
+    connections: Connections, conn_id: str
+) -> tuple[ReceivingConnection, ReceiverSettings]:
+    """404 unless ``conn_id`` is an ``sms`` connection whose extra names the DLR webhook.
+
+    :param connections: where connections are read.
+    :param conn_id: the connection the call names.
+    """
+    receiving = await read_connection(connections, conn_id)
     return receiving, require_settings(receiving, conn_id)
 
 
@@ -330,19 +362,39 @@ async def store(writer: GroupCommit, conn_id: str, report: DeliveryReport) -> bo
         ) from None
 
 
+def bearer(request: Request) -> str:
+    """The key a call carries (``Authorization: Bearer <key>``); empty when none."""
+    return request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+
+
 async def check_reader(connections: Connections, request: Request, conn_id: str) -> None:
-    """404 unless ``conn_id`` receives reports; 401 unless the call carries the key derived from its
-    access token (the summary's and the batches' reader: a worker or the triggerer).
+    """401 unless the call carries the key derived from the access token of connection ``conn_id`` (the
+    summary's and the batches' reader: a worker or the triggerer); then 404 unless it receives reports.
+
+    Every call without the right key gets the same 401, whatever the name: one without a key is refused
+    before any lookup; one with a key looks the name up as any other (kept as long, whether it receives
+    reports or not) and is compared with a key in every case, so neither the answer nor its cost tells
+    which connections exist.
 
     :param connections: where connections are read.
     :param request: the call.
     :param conn_id: the connection the call names.
     """
-    receiving, _ = await check_connection(connections, conn_id)
-    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-    token = receiving.hook.settings.token
-    if not given or not hmac.compare_digest(given.encode(), read_key(token).encode()):
-        raise Refusal(401, "the summary needs the key derived from the connection's access token")
+    given = bearer(request)
+    if not given:
+        raise Refusal(401, READER_REFUSED, reason="the call carries no key")
+    try:
+        receiving: ReceivingConnection | None = await read_connection(connections, conn_id)
+    except Refusal as exc:
+        if exc.status != 404:
+            raise
+        receiving = None
+    # A name that receives nothing is compared with a key too; the empty token's key opens nothing.
+    token = receiving.hook.settings.token if receiving is not None else ""
+    matches = hmac.compare_digest(given.encode(), read_key(token).encode())
+    if receiving is None or not matches:
+        raise Refusal(401, READER_REFUSED, reason="the call's key is not the connection's, or there is none")
+    require_settings(receiving, conn_id)
 
 
 async def refused(request: Request, exc: Refusal) -> Response:
@@ -351,6 +403,16 @@ async def refused(request: Request, exc: Refusal) -> Response:
     caller = request.client.host if request.client else None
     log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.reason)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+
+async def invalid_call(request: Request, exc: RequestValidationError) -> Response:
+    """422 naming each parameter refused and its rule, as FastAPI answers it but without the value given,
+    which could be a telephone number (e.g. where a position is due): it is neither answered nor logged."""
+    errors = [{"type": one["type"], "loc": list(one["loc"]), "msg": one["msg"]} for one in exc.errors()]
+    caller = request.client.host if request.client else None
+    named = "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in errors)
+    log.warning("SMS provider: refused a call to %s from %s: %s", request.url.path, caller, named)
+    return JSONResponse({"detail": errors}, status_code=422)
 
 
 @contextmanager
@@ -420,7 +482,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        exception_handlers={Refusal: refused},
+        exception_handlers={Refusal: refused, RequestValidationError: invalid_call},
         lifespan=lifespan,
     )
     app.state.flusher = flusher
@@ -457,17 +519,20 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             stored = await store(writer, conn_id, report)
         return JSONResponse({"outcome": "recorded" if stored else "duplicate"})
 
-    @app.get("/delivery-reports/{conn_id}/summary")
+    async def reader(conn_id: str, request: Request) -> None:
+        # A dependency of the readers' routes: FastAPI runs it before it reads their other parameters,
+        # so a call without the right key gets the 401 whatever else it says.
+        await check_reader(connections, request, conn_id)
+
+    @app.get("/delivery-reports/{conn_id}/summary", dependencies=[Depends(reader)])
     async def summary(
         conn_id: str,
-        request: Request,
         campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
         since: Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)] = None,
         failed: bool = False,
-        failed_after: Annotated[str | None, Query(max_length=32)] = None,
+        failed_after: Annotated[int | None, Query(ge=1, le=REPORT_ID_MAX)] = None,
         failed_limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_PAGE,
     ) -> Response:
-        await check_reader(connections, request, conn_id)
         try:
             body = await run_in_threadpool(
                 read_summary, conn_id, campaign_id, since, failed, failed_after, failed_limit
@@ -476,15 +541,13 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             raise database_refusal(exc, conn_id, "summary") from None
         return Response(body, media_type="application/json")
 
-    @app.get("/delivery-reports/{conn_id}/batches/{batch}")
+    @app.get("/delivery-reports/{conn_id}/batches/{batch}", dependencies=[Depends(reader)])
     async def batch_page(
         conn_id: str,
         batch: Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)],
-        request: Request,
-        after_id: Annotated[int, Query(ge=0, le=CAMPAIGN_ID_MAX)] = 0,
+        after_id: Annotated[int, Query(ge=0, le=REPORT_ID_MAX)] = 0,
         limit: Annotated[int, Query(ge=1, le=REPORTS_PAGE)] = REPORTS_PAGE,
     ) -> Response:
-        await check_reader(connections, request, conn_id)
         try:
             body = await run_in_threadpool(read_batch, conn_id, batch, after_id, limit)
         except SQLAlchemyError as exc:

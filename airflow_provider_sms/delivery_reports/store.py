@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, insert, select, union, update
+from sqlalchemy import bindparam, func, insert, select, union, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import StatementError
 
@@ -37,8 +37,22 @@ if TYPE_CHECKING:
 
 # The most failed numbers one summary call returns; the next page starts after the last one.
 FAILED_PAGE = 10_000
+# The largest report id (a BIGINT): what a page's position may be.
+REPORT_ID_MAX = 2**63 - 1
 # The most reports one call for the reports of asset events returns.
 REPORTS_PAGE = 5_000
+
+
+class UnknownPosition(LookupError):
+    """A position in the failed numbers that this receiver did not give for these campaigns: no report
+    of theirs has that id (another campaign's or connection's, made up, or pruned since). Its text
+    names the rule, not the value (which could be a number given where a position was due)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "not a position this server gave for these campaigns' failed numbers; give the previous "
+            "page's next position, or none for the first page"
+        )
 
 
 def without_parameters(exc: BaseException) -> BaseException:
@@ -192,7 +206,7 @@ def campaign_summary(
     *,
     since: datetime | None = None,
     with_failed: bool = False,
-    failed_after: str | None = None,
+    failed_after: int | None = None,
     failed_limit: int = FAILED_PAGE,
     refusals: list[RefusalCount] | None = None,
 ) -> DeliverySummary:
@@ -202,9 +216,11 @@ def campaign_summary(
     :param since: count only what the campaigns got from then on (the send's time): see
         :mod:`.counted_since`. A campaign whose every report came after it is read from its counts.
     :param with_failed: also list the numbers whose final status is not ``delivered`` (one page).
-    :param failed_after: the page starts after this number (the previous page's ``failed_next``).
+    :param failed_after: the page starts after the number this position stands for (the previous
+        page's ``failed_next``).
     :param failed_limit: the most numbers in the page.
     :param refusals: what the receiver refused for the connection lately, returned as given.
+    :raises UnknownPosition: ``failed_after`` is not a position of these campaigns.
     """
     summed: Counter[int] = Counter()
     reused = read_counts(session, conn_id, campaign_ids, since, summed)
@@ -215,7 +231,7 @@ def campaign_summary(
     final_statuses = {status for status, _ in counts if status not in PENDING_DELIVERY_STATUSES}
     failed_statuses = {status for status in final_statuses if status not in DELIVERED_STATUSES}
     failed: list[str] | None = None
-    failed_next: str | None = None
+    failed_next: int | None = None
     if with_failed:
         failed, failed_next = failed_numbers(
             session, conn_id, campaign_ids, failed_after, failed_limit, since=since, reused=reused
@@ -237,17 +253,22 @@ def failed_numbers(
     session: Session,
     conn_id: str,
     campaign_ids: Sequence[int],
-    after: str | None,
+    after: int | None,
     limit: int,
     *,
     since: datetime | None = None,
     reused: Collection[int] = (),
-) -> tuple[list[str], str | None]:
-    """One page of the failed numbers of ``campaign_ids``, in number order, and where the next starts.
+) -> tuple[list[str], int | None]:
+    """One page of the failed numbers of ``campaign_ids``, in number order, and the position of the next.
 
+    Positions are report ids, resolved here to their numbers: a URL that pages never holds a number, and
+    the order (by number, which a message never changes) stays the same whatever arrives between pages.
+
+    :param after: the page starts after the number of this position (a previous page's next).
     :param since: with ``reused``: the send's time those campaigns are counted from.
     :param reused: the campaigns with reports from before ``since`` (their numbers are ranked among
         the reports since; the others' are read from the latest statuses the flusher keeps).
+    :raises UnknownPosition: ``after`` is no report of these campaigns.
     """
     messages = delivery_message_table.c
     kept = [campaign_id for campaign_id in campaign_ids if campaign_id not in reused]
@@ -265,11 +286,41 @@ def failed_numbers(
     numbers = (union(*parts) if len(parts) > 1 else parts[0].distinct()).subquery()
     query = select(numbers.c.destination).order_by(numbers.c.destination).limit(limit + 1)
     if after is not None:
-        query = query.where(numbers.c.destination > after)
+        query = query.where(numbers.c.destination > number_at(session, conn_id, campaign_ids, after))
     page = list(session.scalars(query))
     if len(page) > limit:
-        return page[:limit], page[limit - 1]
+        return page[:limit], position_of(session, conn_id, campaign_ids, page[limit - 1])
     return page, None
+
+
+def position_of(session: Session, conn_id: str, campaign_ids: Sequence[int], number: str) -> int | None:
+    """The position that stands for ``number``, a failed number of ``campaign_ids``: the id of one of
+    its reports (None when the retention deleted them meanwhile: nothing is left to page through)."""
+    reports = delivery_report_table.c
+    position = session.scalar(
+        select(func.max(reports.id)).where(
+            reports.conn_id == conn_id,
+            reports.campaign_id.in_(list(campaign_ids)),
+            reports.destination == number,
+        )
+    )
+    return None if position is None else int(position)
+
+
+def number_at(session: Session, conn_id: str, campaign_ids: Sequence[int], position: int) -> str:
+    """The number a position (:func:`position_of`) stands for.
+
+    :raises UnknownPosition: no report of ``campaign_ids`` has id ``position``.
+    """
+    reports = delivery_report_table.c
+    number = session.scalar(
+        select(reports.destination).where(
+            reports.id == position, reports.conn_id == conn_id, reports.campaign_id.in_(list(campaign_ids))
+        )
+    )
+    if number is None:
+        raise UnknownPosition
+    return str(number)
 
 
 def batch_page(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from pydantic import field_validator
+
 from airflow_provider_sms.models import DeliveryReport, SmsModel
 
 # Why the receiver refused a report, as counted for a connection (:class:`RefusalCount`).
@@ -59,7 +61,9 @@ class DeliverySummary(SmsModel):
     :param final: messages whose status is final (anything but ``sent``).
     :param failed_count: messages whose final status is not ``delivered``.
     :param failed: those messages' numbers in number order, when asked for (else None): one page.
-    :param failed_next: where the next page of failed numbers starts (None: this was the last).
+    :param failed_next: where the next page of failed numbers starts (None: this was the last): an
+        opaque position, the id of a report of the page's last number, never the number itself (it
+        travels in a URL, and the API server's access log keeps URLs).
     :param left_out: reports of these campaign ids not counted because they came before the send the
         summary was asked from (``since``): a campaign id the service reused.
     :param refusals: what the receiver refused for this connection in the last hour, by reason.
@@ -71,7 +75,7 @@ class DeliverySummary(SmsModel):
     final: int
     failed_count: int
     failed: list[str] | None = None
-    failed_next: str | None = None
+    failed_next: int | None = None
     left_out: int = 0
     refusals: list[RefusalCount] = []
 
@@ -83,10 +87,18 @@ class DeliverySummary(SmsModel):
 class StoredReport(DeliveryReport):
     """A report as stored by the receiver: its date in UTC, and its id (the order reports arrived in).
 
+    Its country code is read back as the table holds it: a row stored before the receiver took only
+    two-letter codes must not make its batch unreadable.
+
     :param id: the report's id in the receiver's table.
     """
 
     id: int
+
+    @field_validator("country_code")
+    @classmethod
+    def _two_letters(cls, value: str | None) -> str | None:
+        return value
 
 
 class BatchPage(SmsModel):

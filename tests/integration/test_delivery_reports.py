@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections import Counter
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -140,15 +141,40 @@ def connection_env(
 
 
 @pytest.fixture
-def receiver(
-    fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[ThreadedServer]:
-    """The receiver's app on 127.0.0.1, sms_default receiving from 127.0.0.1 (webhook 1 of the sandbox)."""
-    connection_env(monkeypatch, sms_sandbox)
+def access_log() -> list[str]:
+    """Every URL the test's receiver is asked for (path and query string), as an access log keeps them."""
+    return []
+
+
+def logged(app: Any, access_log: list[str]) -> Any:
+    """``app``, noting the URL of every HTTP call in ``access_log`` first."""
+
+    async def log_then_serve(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            query = scope["query_string"].decode()
+            access_log.append(f"{scope['path']}?{query}" if query else scope["path"])
+        await app(scope, receive, send)
+
+    return log_then_serve
+
+
+@contextmanager
+def serve_receiver(access_log: list[str]) -> Iterator[ThreadedServer]:
+    """The receiver's app on 127.0.0.1, its URLs noted in ``access_log``."""
     # Mounted under /sms as the API server mounts plugin apps, whose lifespans (the flusher) it runs.
     api_server = FastAPI(lifespan=airflow_lifespan)
     api_server.mount(URL_PREFIX, build_app())
-    with ThreadedServer(api_server, name="the receiver", lifespan=True) as server:
+    with ThreadedServer(logged(api_server, access_log), name="the receiver", lifespan=True) as server:
+        yield server
+
+
+@pytest.fixture
+def receiver(
+    fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, access_log: list[str]
+) -> Iterator[ThreadedServer]:
+    """The receiver's app on 127.0.0.1, sms_default receiving from 127.0.0.1 (webhook 1 of the sandbox)."""
+    connection_env(monkeypatch, sms_sandbox)
+    with serve_receiver(access_log) as server:
         yield server
 
 
@@ -446,6 +472,107 @@ def test_summary_needs_the_key_derived_from_the_token(receiver: ThreadedServer) 
         summary(receiver, 777, key=TEST_TOKEN)  # the token itself is not the key
 
 
+def report_ids(metadata_db: Any, **where: Any) -> list[int]:
+    """The ids of the stored reports whose columns have the values ``where`` gives, in order."""
+    columns = delivery_report_table.c
+    query = select(columns.id).where(*(columns[name] == value for name, value in where.items()))
+    with metadata_db.engine.connect() as connection:
+        return list(connection.scalars(query.order_by(columns.id)))
+
+
+def failed_page(server: ThreadedServer, campaign_id: int, limit: int, after: Any = None) -> httpx.Response:
+    """One page of a campaign's failed numbers from the summary, asked as the sensor asks."""
+    params: dict[str, Any] = {"campaign_id": campaign_id, "failed": "true", "failed_limit": limit}
+    if after is not None:
+        params["failed_after"] = after
+    return httpx.get(
+        f"{server.url}/sms/delivery-reports/sms_default/summary",
+        params=params,
+        headers={"Authorization": f"Bearer {read_key(TEST_TOKEN)}"},
+        timeout=30,
+    )
+
+
+def holds_a_number(url: str, numbers: list[str]) -> bool:
+    """Whether ``url`` holds one of ``numbers``, whole or without its country code."""
+    return any(number in url or number[2:] in url for number in numbers)
+
+
+def test_failed_numbers_page_by_opaque_positions_each_number_once_whatever_arrives_meanwhile(
+    receiver: ThreadedServer, fresh_table: Any, access_log: list[str]
+) -> None:
+    numbers = [f"3364600000{index}" for index in range(1, 8)]
+    for number in numbers:
+        assert post(receiver, report(number, 12, campaign_id=4646)).status_code == 200
+    flushed(fresh_table)
+    pages = [failed_page(receiver, 4646, 2).json()]
+    # Between pages: a later report for a number already given, a failed number before the position
+    # reached and one after it.
+    late = [
+        report(numbers[0], 2, campaign_id=4646, date="2026-11-24T12:00:00+01:00"),
+        report("33646000000", 12, campaign_id=4646),
+        report("33646000099", 12, campaign_id=4646),
+    ]
+    assert {post(receiver, body).status_code for body in late} == {200}
+    flushed(fresh_table)
+    while pages[-1]["failed_next"] is not None:
+        pages.append(failed_page(receiver, 4646, 2, pages[-1]["failed_next"]).json())
+
+    given = [number for page in pages for number in page["failed"]]
+    # In number order, each once: the number before the position was passed, the one after is given.
+    assert given == [*numbers, "33646000099"]
+    positions = [page["failed_next"] for page in pages[:-1]]
+    assert all(isinstance(position, int) for position in positions)
+    asked = [url for url in access_log if "/summary" in url]
+    assert len(asked) == len(pages)
+    assert not any(holds_a_number(url, [*numbers, "33646000099"]) for url in asked)
+
+
+def test_a_failed_after_this_server_did_not_give_is_422_naming_it_and_no_500(
+    receiver: ThreadedServer,
+    fresh_table: Any,
+    sms_sandbox: SandboxServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    connection_env(monkeypatch, sms_sandbox, conn_id="sms_other")
+    posts = [
+        ("sms_default", report("33647000001", 12, campaign_id=4747)),
+        ("sms_default", report("33647000002", 12, campaign_id=4747)),
+        ("sms_default", report("33648000001", 12, campaign_id=4848)),
+        ("sms_other", report("33647000003", 12, campaign_id=4747)),
+    ]
+    assert {post(receiver, body, conn_id=conn_id).status_code for conn_id, body in posts} == {200}
+    flushed(fresh_table)
+    (another_campaigns,) = report_ids(fresh_table, campaign_id=4848)
+    (another_connections,) = report_ids(fresh_table, conn_id="sms_other")
+    given = failed_page(receiver, 4747, 1).json()["failed_next"]
+    assert failed_page(receiver, 4747, 1, given).json()["failed"] == ["33647000002"]
+    hostile = [
+        "garbage",
+        "",
+        "0",
+        "-1",
+        str(2**63),
+        "1.5",
+        "33647000001",
+        another_campaigns,
+        another_connections,
+    ]
+
+    with caplog.at_level(logging.WARNING, logger=receiver_module.__name__):
+        answers = [failed_page(receiver, 4747, 1, after) for after in hostile]
+
+    assert [answer.status_code for answer in answers] == [422] * len(hostile)
+    assert all("failed_after" in answer.text for answer in answers)
+    assert "not a position this server gave" in answers[-1].json()["detail"]
+    # The number given where a position is due is neither answered back nor logged.
+    assert not any("33647000001" in answer.text for answer in answers)
+    refusals = [r.getMessage() for r in caplog.records if r.name == receiver_module.__name__]
+    assert sum("failed_after" in refusal for refusal in refusals) == len(hostile)
+    assert not any("33647000001" in refusal for refusal in refusals)
+
+
 # ------------------------------------------------------------------------------------------ end to end
 
 
@@ -500,6 +627,35 @@ def test_sandbox_reports_reach_the_receiver_and_the_sensor_returns_the_counts(
 
     names = {3: "delivered", 12: "expired", 1: "sent"}
     assert Counter(names[r["status"]] for r in truth) == Counter(expected)
+
+
+def test_no_number_is_in_any_url_the_sensor_and_reports_from_events_ask_for(
+    fresh_table: Any, sms_sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, access_log: list[str]
+) -> None:
+    # Pages of 3 failed numbers: the sensor reads its 7 in three.
+    monkeypatch.setattr(receiver_module, "FAILED_PAGE", 3)
+    asset = declare_asset("sms_default")
+    before = len(asset_events(asset.name))
+    failed = [f"3364900000{index}" for index in range(7)]
+    delivered = ["33649000100", "33649000101"]
+    with serve_receiver(access_log) as server:
+        connection_env(monkeypatch, sms_sandbox, dlr_api_url=server.url)
+        monkeypatch.setenv("AIRFLOW__API__BASE_URL", server.url)
+        bodies = [report(number, 12, campaign_id=4949) for number in failed]
+        bodies += [report(number, 3, campaign_id=4949) for number in delivered]
+        assert {post(server, body).status_code for body in bodies} == {200}
+        flushed(fresh_table)
+        counts = SmsDeliveryReportsSensor(
+            task_id="wait", campaign={"tickets": [4949], "sent": 9}, poke_interval=0.1, timeout=30
+        ).execute({})
+        decoded = reports_from_events({asset.name: asset_events(asset.name)[before:]})
+
+    assert counts["failed"] == failed  # each once, in number order
+    assert sorted(r.destination for r in decoded) == sorted(failed + delivered)
+    summaries = [url for url in access_log if "/summary" in url]
+    assert sum("failed_after=" in url for url in summaries) == 2
+    assert any("/batches/" in url for url in access_log)
+    assert not [url for url in access_log if holds_a_number(url, failed + delivered)]
 
 
 def test_the_sensor_returns_what_is_known_at_the_deadline(

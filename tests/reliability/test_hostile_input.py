@@ -803,3 +803,77 @@ def test_ten_thousand_invalid_numbers_are_counted_by_the_sandbox(sms_sandbox, fm
     result = codec.decode_campaign_result(answer.content, fmt)
 
     assert (result.total, result.invalid, result.sent, result.cost) == (10_000, 10_000, 0, 0)
+
+
+# ------------------------------------------------ country codes and spreadsheet cells (issue 40)
+
+# Country codes no report may carry: what a spreadsheet reads as a formula (OWASP's leading characters),
+# and anything else that is not two capital letters. The receiver answers each 422 naming the field
+# (tests/integration/test_hostile_reports.py, over HTTP).
+HOSTILE_COUNTRY_CODES = {
+    "equals": "=2+3",
+    "plus": "+FR",
+    "minus": "-FR",
+    "at": "@FR",
+    "tab": "\tFR",
+    "carriage-return": "\rFR",
+    "line-feed": "FR\n",
+    "lower-case": "fr",
+    "three-letters": "FRA",
+    "digits": "33",
+    "fullwidth": "ＦＲ",  # noqa: RUF001
+    "cyrillic": "FК",  # noqa: RUF001
+    "nul": "F\x00",
+    "hyperlink": '=HYPERLINK("http://x")',
+}
+
+
+@pytest.mark.parametrize("code", list(HOSTILE_COUNTRY_CODES.values()), ids=list(HOSTILE_COUNTRY_CODES))
+def test_a_report_whose_country_code_is_not_two_capital_letters_is_refused_naming_the_field(code):
+    """Proves a fix (issue 40): a signed report with ``country_code`` "=2+3" was stored, and came back as
+    the cell ``=2+3`` of the failed numbers' CSV. Now the report is invalid, naming the field."""
+    report = {
+        "date": "2026-11-24T10:00:00+01:00",
+        "status": 12,
+        "destination": NUMBER,
+        "campaign_id": 5000001,
+        "country_code": code,
+    }
+
+    with pytest.raises(SmsValidationError) as info:
+        codec.decode_delivery_report(json.dumps(report).encode())
+
+    assert [name for name, _ in info.value.errors] == ["report.country_code"]
+    assert NUMBER not in str(info.value)
+
+
+# Cells a spreadsheet would read as a formula, and what the failed numbers' CSV writes instead.
+FORMULA_CELLS = {
+    "equals": ("=2+3", "'=2+3"),
+    "plus": ("+33612345678", "'+33612345678"),
+    "minus": ("-2+3", "'-2+3"),
+    "at": ("@SUM(A1:A9)", "'@SUM(A1:A9)"),
+    "tab": ("\t=2+3", "'\t=2+3"),
+    "carriage-return": ("\r=2+3", "'\r=2+3"),
+    "hyperlink": ('=HYPERLINK("http://x","y")', '\'=HYPERLINK("http://x","y")'),
+    "dde": ("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"),
+    # A line break inside a cell would start a row of its own with a formula: the cell is quoted whole.
+    "row-break": ("FR\r=2+3", "FR\r=2+3"),
+    "line-break": ("FR\n=2+3", "FR\n=2+3"),
+}
+
+
+@pytest.mark.parametrize(("cell", "written"), list(FORMULA_CELLS.values()), ids=list(FORMULA_CELLS))
+def test_a_csv_cell_a_spreadsheet_would_read_as_a_formula_is_written_inert(cell, written):
+    """Proves a fix (issue 40): ``failed.csv`` wrote every cell as stored; one led by ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return now gets a leading single quote, one holding a line break stays one
+    cell of its row, and the other cells are unchanged."""
+    import csv
+
+    from airflow_provider_sms.campaigns.api import csv_text
+
+    row = (NUMBER, "expired", cell, "2026-11-24T09:00:00+00:00")
+
+    (read_back,) = list(csv.reader(io.StringIO(csv_text([row]), newline="")))
+
+    assert read_back == [NUMBER, "expired", written, "2026-11-24T09:00:00+00:00"]

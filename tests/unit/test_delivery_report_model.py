@@ -74,3 +74,23 @@ def test_a_bad_report_is_refused_naming_the_field(body, named):
 
     assert named in str(info.value)
     assert info.value.errors[0][0].startswith("report")
+
+
+@pytest.mark.parametrize("code", ["FR", "GB", "", None])
+def test_a_country_code_is_two_capital_letters_or_none(code):
+    report = codec.decode_delivery_report(json.dumps({**REPORT, "country_code": code}).encode())
+
+    assert report.country_code == code
+
+
+@pytest.mark.parametrize("code", ["=2+3", "fr", "Fr", "F", "FRA", "F1", "ÉS", " FR", "FR\n", "-1", "@A"])
+def test_any_other_country_code_is_refused_naming_the_field_and_the_rule_not_the_value(code):
+    with pytest.raises(SmsValidationError) as info:
+        codec.decode_delivery_report(json.dumps({**REPORT, "country_code": code}).encode())
+
+    assert info.value.errors == [
+        (
+            "report.country_code",
+            "must be two capital letters A-Z (an ISO 3166-1 alpha-2 code, e.g. FR), or empty",
+        )
+    ]

@@ -136,6 +136,20 @@ def test_every_name_that_receives_no_reports_gets_the_same_404_and_the_log_says_
     assert secrets.lookups == ([] if len(conn_id) > 250 else [conn_id])
 
 
+def test_an_sms_connection_that_receives_nothing_is_kept_with_its_token_for_its_readers(
+    secrets: Secrets,
+) -> None:
+    connections = Connections()
+
+    # Its readers' key is checked against its token: one with the key is told it receives nothing.
+    kept = {name: connections.get(name) for name in ("no_dlr", "bad_settings")}
+
+    assert {name: (one.settings, one.hook.settings.token) for name, one in kept.items()} == {
+        "no_dlr": (None, "token-1"),
+        "bad_settings": (None, "token-1"),
+    }
+
+
 def test_a_made_up_name_is_looked_up_and_logged_once_per_ttl(
     secrets: Secrets, caplog: pytest.LogCaptureFixture
 ) -> None:
