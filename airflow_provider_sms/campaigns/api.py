@@ -7,7 +7,8 @@
   country, the first page of its failed numbers.
 - ``GET /campaigns/{id}/delivery.svg``: its delivery over time, drawn.
 - ``GET /campaigns/{id}/failed``: a page of its failed numbers (``after``, ``limit``): for users who
-  may edit the DAG (the others get the first page, masked, with the campaign).
+  may edit the DAG (the others get the first page, masked, with the campaign). ``after`` is the
+  previous page's ``next``, an opaque position (no number in a URL: the access log keeps URLs).
 - ``GET /campaigns/{id}/failed.csv``: all its failed numbers with status, country and date, for users
   who may edit the DAG.
 
@@ -28,13 +29,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms.campaigns import queries
-from airflow_provider_sms.campaigns.access import Viewer, viewer_of
+from airflow_provider_sms.campaigns.access import Scope, Viewer, viewer_of
 from airflow_provider_sms.campaigns.resources import CampaignDetail, FailedNumbers
 from airflow_provider_sms.delivery_reports.connections import RETRY_AFTER_SECONDS, Refusal
-from airflow_provider_sms.delivery_reports.store import FAILED_PAGE
+from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORT_ID_MAX, UnknownPosition
 from airflow_provider_sms.models import (
     CAMPAIGN_ID_MAX,
-    DESTINATION_MAX_LENGTH,
     REPORT_DATE_MAX,
     REPORT_DATE_MIN,
 )
@@ -56,6 +56,8 @@ NOT_EDITOR = (
 )
 # Failed numbers per page of the CSV's reads.
 CSV_PAGE = 10_000
+# What makes a spreadsheet read a cell as a formula (OWASP's CSV injection rule).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 CampaignPath = Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)]
 Instant = Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)]
@@ -85,7 +87,7 @@ async def read(work: Callable[..., T], *args: Any) -> T:
 def readable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
     """The campaign's row; 404 when there is none or its DAG is not one the user may read."""
     row = queries.campaign_row(session, campaign)
-    if row is None or not viewer.readable([row.dag_id]):
+    if row is None or not viewer.readable(session, [queries.scope_of(row)]):
         raise Refusal(404, NOT_FOUND)
     return row
 
@@ -123,11 +125,11 @@ async def list_campaigns(
             if delivery is None:
                 # First read for every DAG: when the user may read every DAG it met (an admin, or a
                 # list of one DAG), that is their page, and no question is asked about the others.
-                seen: set[str] = set()
+                seen: set[Scope] = set()
                 found = queries.campaign_page(session, None, seen=seen, **filters)
-                if viewer.readable(seen) == seen:
+                if viewer.readable(session, seen) == seen:
                     return found.model_dump_json().encode()
-            readable = viewer.readable(queries.dag_ids_with_campaigns(session))
+            readable = viewer.readable_scopes(session, queries.dag_ids_with_campaigns(session))
             found = queries.campaign_page(session, readable, **filters)
         except queries.UnknownCursor as exc:
             # Another DAG's campaign is no better a cursor than none: its time is not told.
@@ -140,29 +142,33 @@ async def list_campaigns(
 
 
 def failed_page(
-    session: Any, row: Any, viewer: Viewer, after: str | None, limit: int
+    session: Any, row: Any, viewer: Viewer, after: int | None, limit: int
 ) -> tuple[Any, FailedNumbers]:
     """The campaign's summary since its send with one page of failed numbers, masked unless the user
-    may edit the DAG."""
+    may edit the DAG; 422 naming ``after`` when it is not a position of this campaign's."""
     from airflow_provider_sms.delivery_reports.store import campaign_summary
 
     tickets = row.record["tickets"]
-    summary = campaign_summary(
-        session,
-        row.conn_id,
-        tickets,
-        since=row.sent_at,
-        with_failed=bool(tickets),
-        failed_after=after,
-        failed_limit=limit,
-    )
-    show = viewer.may_edit(row.dag_id)
+    try:
+        summary = campaign_summary(
+            session,
+            row.conn_id,
+            tickets,
+            since=row.sent_at,
+            with_failed=bool(tickets),
+            failed_after=after,
+            failed_limit=limit,
+        )
+    except UnknownPosition as exc:
+        raise Refusal(422, f"after: {exc}") from None
+    show = viewer.may_edit(session, queries.scope_of(row))
     numbers = summary.failed or []
-    # The next page starts after a number: a masked page has none to give (its "more" says there is one).
+    # A masked page gives no position to page on (its "more" says there is more).
+    position = summary.failed_next if show else None
     return summary, FailedNumbers(
         numbers=numbers if show else [mask_number(number) for number in numbers],
         masked=not show,
-        next=summary.failed_next if show else None,
+        next=None if position is None else str(position),
         more=summary.failed_next is not None,
     )
 
@@ -210,7 +216,7 @@ def editable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
     """The campaign's row when the user may edit its DAG; 404 when they may not read it, 403 when they
     may read but not edit it."""
     row = readable_campaign(session, viewer, campaign)
-    if not viewer.may_edit(row.dag_id):
+    if not viewer.may_edit(session, queries.scope_of(row)):
         raise Refusal(403, NOT_EDITOR)
     return row
 
@@ -219,7 +225,7 @@ def editable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
 async def get_failed(
     campaign: CampaignPath,
     request: Request,
-    after: Annotated[str | None, Query(max_length=DESTINATION_MAX_LENGTH)] = None,
+    after: Annotated[int | None, Query(ge=1, le=REPORT_ID_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_ON_PAGE,
 ) -> Response:
     viewer = await viewer_of(request)
@@ -257,10 +263,21 @@ async def get_failed_csv(campaign: CampaignPath, request: Request) -> Response:
 
 
 def csv_text(rows: Iterable[Sequence[object]]) -> str:
-    """``rows`` as CSV lines."""
+    """``rows`` as CSV lines (RFC 4180: CRLF ends a line, and a cell holding either is quoted, so that no
+    cell starts a row of its own), every cell inert (:func:`inert_cell`)."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
+    csv.writer(out, lineterminator="\r\n").writerows([inert_cell(cell) for cell in row] for row in rows)
     return out.getvalue()
+
+
+def inert_cell(cell: object) -> str:
+    """``cell`` as text a spreadsheet shows as text: one it would read as a formula (OWASP's rule: a
+    leading ``=``, ``+``, ``-``, ``@``, tab or carriage return) gets a leading single quote.
+
+    :param cell: a value of the CSV (a number, a status, a country, a date).
+    """
+    text = str(cell)
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
 @router.get("/campaigns/{campaign}/delivery.svg")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import and_, func, or_, select, text
+from sqlalchemy import and_, false, func, or_, select, text, tuple_
 
 from airflow_provider_sms.campaigns.record import CampaignRecord
 from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy import ColumnElement
     from sqlalchemy.orm import Session
+
+    from airflow_provider_sms.campaigns.access import Scope
 
 # Campaigns per page: the most, and when the caller does not say.
 MAX_PAGE, DEFAULT_PAGE = 200, 50
@@ -88,9 +90,14 @@ _DAG_IDS = text(
 )
 
 
+def scope_of(row: Any) -> Scope:
+    """A campaign row's scope: its DAG and the team it was sent under."""
+    return (row.dag_id, row.team)
+
+
 def campaign_page(
     session: Session,
-    readable: Collection[str] | None,
+    readable: Collection[tuple[str, str]] | None,
     *,
     conn_id: str | None = None,
     dag_id: str | None = None,
@@ -102,21 +109,24 @@ def campaign_page(
     delivery: DeliveryState | None = None,
     before: int | None = None,
     limit: int = DEFAULT_PAGE,
-    seen: set[str] | None = None,
+    seen: set[Scope] | None = None,
 ) -> CampaignPage:
-    """A page of the campaigns of the ``readable`` DAGs (None: of every DAG), newest first.
+    """A page of the campaigns of the ``readable`` scopes (DAG and team; None: of every campaign),
+    newest first.
 
     :param task_id: only this task's; ``map_index``: only this mapped task instance's.
     :param since: sent at or after; ``until``: sent before.
     :param delivery: only the campaigns whose delivery stands so (:data:`DELIVERY_STATES`); such a page
         may hold fewer than ``limit`` campaigns with a ``next`` (it reads :data:`MAX_SCANNED` at most).
     :param before: the page starts after this campaign (the previous page's ``next``).
-    :param seen: gets the DAG ids of every campaign read (those shown, the one that tells whether there
+    :param seen: gets the scopes of every campaign read (those shown, the one that tells whether there
         is a next page, the ``before`` one): read for every DAG, the page is the one of the ``readable``
-        DAGs when all of them are.
+        scopes when all of them are.
     """
     table = campaign_table.c
-    readable_only = [table.dag_id.in_(sorted(readable))] if readable is not None else []
+    readable_only: list[ColumnElement[bool]] = []
+    if readable is not None:
+        readable_only.append(tuple_(table.dag_id, table.team).in_(sorted(readable)) if readable else false())
     conditions: list[ColumnElement[bool]] = [*readable_only]
     for column, value in (
         (table.conn_id, conn_id),
@@ -136,16 +146,18 @@ def campaign_page(
     start = None
     if before is not None:
         start = session.execute(
-            select(table.sent_at, table.id, table.dag_id).where(table.id == before, *readable_only)
+            select(table.sent_at, table.id, table.dag_id, table.team).where(
+                table.id == before, *readable_only
+            )
         ).one_or_none()
         if start is None:
             raise UnknownCursor(before)
         if seen is not None:
-            seen.add(start.dag_id)
+            seen.add(scope_of(start))
     if delivery is None:
         rows = _rows_after(session, conditions, start, limit + 1)
         if seen is not None:
-            seen.update(row.dag_id for row in rows)
+            seen.update(scope_of(row) for row in rows)
         more = len(rows) > limit
         rows = rows[:limit]
         deliveries = page_delivery(session, rows)
@@ -350,10 +362,11 @@ def delivery_timeline(
 
 
 def failed_details(
-    session: Session, row: Any, after: str | None, limit: int
-) -> tuple[list[tuple[Any, ...]], str | None]:
+    session: Session, row: Any, after: int | None, limit: int
+) -> tuple[list[tuple[Any, ...]], int | None]:
     """One page of campaign ``row``'s failed numbers (counted from its send), each with its latest
-    status, country and date; and where the next page starts."""
+    status, country and date; and the position the next page starts after (an opaque one: see
+    :func:`~airflow_provider_sms.delivery_reports.store.failed_numbers`)."""
     from airflow_provider_sms.delivery_reports.store import campaign_summary
 
     tickets = row.record["tickets"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from types import SimpleNamespace
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -26,9 +26,10 @@ from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
 from airflow_provider_sms.models import DeliveryReport
 from airflow_provider_sms.sandbox.server import ThreadedServer
+from tests.campaign_records import dag_rows, sms_connections, xcom_row
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 pytestmark = pytest.mark.integration
 
@@ -54,12 +55,6 @@ def record(ticket: int, sent: int, sent_at: dt.datetime) -> dict[str, Any]:
         "cost": sent,
         "credits": 1000,
     }
-
-
-def xcom_row(dag_id: str, value: dict[str, Any], at: dt.datetime) -> Any:
-    return SimpleNamespace(
-        dag_id=dag_id, run_id="scheduled__2031", task_id="send", map_index=-1, value=value, timestamp=at
-    )
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +86,8 @@ def campaigns(metadata_db: Any) -> dict[str, int]:
         ("33612000305", 1),
         ("33612000306", 2),
     ]
-    with create_session(scoped=False) as session:
+    with create_session(scoped=False) as session, sms_connections(CONN):
+        dag_rows(session, ["dag_a", "dag_b"])
         indexer._copy(
             session,
             [
@@ -142,19 +138,29 @@ def api(auth_manager: Any, campaigns: dict[str, int]) -> Iterator[str]:
         yield f"{server.url}{URL_PREFIX}{API_PREFIX}"
 
 
-def viewer_reads_only_dag_a(auth_manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Narrow the viewer to dag_a, as a deployment's per-DAG permissions would."""
+def viewer_reads_only_dag_a(auth_manager: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, set[str]]]:
+    """Narrow the viewer to dag_a, as a deployment's per-DAG permissions would (the viewer may then not
+    read every DAG); returns the questions about DAGs asked, (user, DAG ids), as they come."""
     import airflow.api_fastapi.app as airflow_app
+
+    asked: list[tuple[str, set[str]]] = []
 
     class OneDagForViewers(type(auth_manager)):  # type: ignore[misc]
         def filter_authorized_dag_ids(
             self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
         ) -> set[str]:
+            asked.append((user.get_name(), set(dag_ids)))
             allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
             return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
 
+        def is_authorized_dag(self, *, method: str, user: Any, details: Any = None, **kwargs: Any) -> bool:
+            if user.get_name() == "viewer" and (details is None or details.id != "dag_a"):
+                return False
+            return bool(super().is_authorized_dag(method=method, user=user, details=details, **kwargs))
+
     narrowed = OneDagForViewers()
     monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: narrowed)
+    return asked
 
 
 def get(url: str, who: str | None, auth_manager: Any, **params: Any) -> httpx.Response:
@@ -240,20 +246,7 @@ def test_a_user_sees_only_the_campaigns_of_dags_they_may_read(
 def test_a_page_whose_dags_are_all_readable_asks_only_about_them_and_another_reads_again(
     api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import airflow.api_fastapi.app as airflow_app
-
-    asked: list[tuple[str, set[str]]] = []
-
-    class Recording(type(auth_manager)):  # type: ignore[misc]
-        def filter_authorized_dag_ids(
-            self, *, dag_ids: set[str], user: Any, method: str = "GET", **_: Any
-        ) -> set[str]:
-            asked.append((user.get_name(), set(dag_ids)))
-            allowed = super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method)
-            return allowed if user.get_name() != "viewer" else allowed & {"dag_a"}
-
-    recording = Recording()
-    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: recording)
+    asked = viewer_reads_only_dag_a(auth_manager, monkeypatch)
 
     one = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN, limit=1).json()
     # dag_b's shown, dag_a's tells there is a next page: nothing asked about the other DAGs.
@@ -308,8 +301,11 @@ def test_editors_page_through_and_download_the_failed_numbers_viewers_may_not(
     monkeypatch.setattr(campaigns_api, "CSV_PAGE", csv_page)
     url = f"{api}/campaigns/{campaigns['dag_a']}"
     first = get(f"{url}/failed", "admin", auth_manager, limit=1).json()
-    assert first == {"numbers": ["33612000304"], "masked": False, "next": "33612000304", "more": True}
-    second = get(f"{url}/failed", "admin", auth_manager, limit=1, after=first["next"]).json()
+    assert (first["numbers"], first["masked"], first["more"]) == (["33612000304"], False, True)
+    # The next page's position is opaque: the URL that asks for it holds no number.
+    asked = get(f"{url}/failed", "admin", auth_manager, limit=1, after=first["next"])
+    assert "612000" not in str(asked.url)
+    second = asked.json()
     assert (second["numbers"], second["next"]) == (["33612000306"], None)
 
     download = get(f"{url}/failed.csv", "admin", auth_manager)
@@ -330,6 +326,63 @@ def test_editors_page_through_and_download_the_failed_numbers_viewers_may_not(
         assert refused.status_code == 403
         assert "personal data" in refused.json()["detail"]
         assert httpx.get(f"{url}/{path}", timeout=10).status_code == 401
+
+
+def test_a_failed_page_position_this_server_did_not_give_is_422_naming_after(
+    api: str, auth_manager: Any, campaigns: dict[str, int]
+) -> None:
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_provider_sms.delivery_reports.tables import delivery_report_table
+
+    def failed(ticket: int, number: str) -> DeliveryReport:
+        date = (SENT_AT + dt.timedelta(minutes=2)).isoformat()
+        return DeliveryReport(date=date, status=12, destination=number, campaign_id=ticket, country_code="FR")
+
+    # Report ids of another campaign of the connection, and of this campaign's ticket at another one.
+    elsewhere = ["33612000398", "33612000399"]
+    with create_session(scoped=False) as session:
+        insert_reports(
+            session, [(CONN, failed(9198, elsewhere[0])), ("sms_elsewhere", failed(9101, elsewhere[1]))]
+        )
+    with create_session(scoped=False) as session:
+        reports = delivery_report_table.c
+        ids = list(session.scalars(select(reports.id).where(reports.destination.in_(elsewhere))))
+    url = f"{api}/campaigns/{campaigns['dag_a']}/failed"
+    hostile = ["garbage", "0", "-1", str(2**63), "1.5", "33612000304", *ids]
+
+    answers = [get(url, "admin", auth_manager, limit=1, after=after) for after in hostile]
+
+    assert [answer.status_code for answer in answers] == [422] * len(hostile)
+    assert all("after" in answer.text for answer in answers)
+    assert "not a position this server gave" in answers[-1].json()["detail"]
+    # A number given where a position is due is not answered back.
+    assert not any("33612000304" in answer.text for answer in answers)
+
+
+def test_csv_cells_a_spreadsheet_would_read_as_formulas_are_inert(
+    api: str, auth_manager: Any, campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import csv
+    import io
+
+    from airflow_provider_sms.campaigns import queries
+
+    # Cells as the tables could hold them from before the receiver took two-letter country codes only.
+    held = [
+        ("33612000304", "expired", "=2+3", "2031-01-01T00:00:00+00:00"),
+        ("33612000306", "not delivered", "@SUM(A1)\r=1+1", "2031-01-01T00:01:00+00:00"),
+    ]
+    monkeypatch.setattr(queries, "failed_details", lambda _session, _row, _after, _limit: (held, None))
+
+    download = get(f"{api}/campaigns/{campaigns['dag_a']}/failed.csv", "admin", auth_manager)
+
+    assert list(csv.reader(io.StringIO(download.text, newline=""))) == [
+        ["number", "status", "country", "reported_at"],
+        ["33612000304", "expired", "'=2+3", "2031-01-01T00:00:00+00:00"],
+        ["33612000306", "not delivered", "'@SUM(A1)\r=1+1", "2031-01-01T00:01:00+00:00"],
+    ]
 
 
 def test_the_page_is_served_with_a_strict_policy_and_only_its_own_files(api: str) -> None:
@@ -381,11 +434,11 @@ def test_with_teams_each_dag_is_checked_with_its_bundles_team(
 ) -> None:
     from airflow.models.dag import DagModel
 
-    from airflow_provider_sms.campaigns.access import dags_by_team
+    from airflow_provider_sms.campaigns import access
 
     if not hasattr(DagModel, "get_dag_id_to_team_name_mapping"):
         # Airflow before 3.2 has no teams: every DAG is asked about without one.
-        assert dags_by_team({"dag_a", "dag_b"}) == {None: {"dag_a", "dag_b"}}
+        assert not access.multi_team()
         return
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
@@ -397,14 +450,55 @@ def test_with_teams_each_dag_is_checked_with_its_bundles_team(
         "get_dag_id_to_team_name_mapping",
         staticmethod(lambda dag_ids, **_: {d: teams[d] for d in dag_ids if d in teams}),
     )
+    monkeypatch.setattr(access, "all_teams", lambda _session: {"team_a", "team_b"})
     viewer_a = auth_manager.generate_jwt(
         SimpleAuthManagerUser(username="viewer", role="viewer", teams=["team_a"])
     )
     headers = {"Authorization": f"Bearer {viewer_a}"}
+    admin = {"Authorization": f"Bearer {token(auth_manager, 'admin')}"}
 
-    listed = httpx.get(f"{api}/campaigns", headers=headers, params={"conn_id": CONN}, timeout=10).json()
-    assert [c["dag_id"] for c in listed["campaigns"]] == ["dag_a"]
-    assert httpx.get(f"{api}/campaigns/{campaigns['dag_b']}", headers=headers, timeout=10).status_code == 404
+    def listed(who: dict[str, str]) -> list[str]:
+        found = httpx.get(f"{api}/campaigns", headers=who, params={"conn_id": CONN}, timeout=10).json()
+        return [c["dag_id"] for c in found["campaigns"]]
+
+    # Sent under no team (the indexer copied them outside multi-team mode): their DAGs now stand under a
+    # team each, so only the users who may read every team's DAGs see them.
+    assert listed(headers) == []
+    assert httpx.get(f"{api}/campaigns/{campaigns['dag_a']}", headers=headers, timeout=10).status_code == 404
+    assert listed(admin) == ["dag_b", "dag_a"]
+    # Sent under their DAGs' teams: team A's viewer sees team A's campaign only.
+    with sent_under(teams):
+        assert listed(headers) == ["dag_a"]
+        assert (
+            httpx.get(f"{api}/campaigns/{campaigns['dag_b']}", headers=headers, timeout=10).status_code == 404
+        )
+        assert (
+            httpx.get(f"{api}/campaigns/{campaigns['dag_a']}", headers=headers, timeout=10).status_code == 200
+        )
+
+
+@contextmanager
+def sent_under(teams: dict[str, str]) -> Iterator[None]:
+    """The campaigns of the DAGs of ``teams`` recorded as sent under those teams, for the block."""
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    from airflow_provider_sms.campaigns.tables import campaign_table
+
+    def record(team_of: Callable[[str], str]) -> None:
+        with create_session(scoped=False) as session:
+            for dag_id in teams:
+                session.execute(
+                    update(campaign_table)
+                    .where(campaign_table.c.dag_id == dag_id)
+                    .values(team=team_of(dag_id))
+                )
+
+    record(teams.__getitem__)
+    try:
+        yield
+    finally:
+        record(lambda _: "")
 
 
 # The delivery filter's campaigns, on a connection of their own: name -> (tickets, sent, statuses of
@@ -470,7 +564,8 @@ def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
                     ),
                 )
             )
-    with create_session(scoped=False) as session:
+    with create_session(scoped=False) as session, sms_connections(CONN_D):
+        dag_rows(session, {row.dag_id for row in xcoms})
         indexer._copy(session, xcoms)
         insert_reports(session, reports)
         ensure_flush_rows(session, [CONN_D])
