@@ -3,18 +3,30 @@
 ``airflow dags test`` runs ``approval_dags/sms_send_approved.py`` against the sandbox while an
 ``airflow api-server`` on the same database takes the answer, as Airflow's UI gives it: the question
 is read and answered through the REST endpoints the Required actions page uses, as alice (the approver)
-or bob (an admin who is not). The sandbox says what was sent.
+or bob (an admin who is not); oscar (Op) edits Variables through the REST API. The sandbox says what
+was sent.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
+import pendulum
 import pytest
 
 from airflow_provider_sms._compat import airflow_3_1_or_later
-from tests.approvals import APPROVER_PHONE, CAMPAIGN_TEXT, DAG_ID, Approvals, approval_server, campaigns
+from airflow_provider_sms.operators._send_guard import guard_key
+from tests.approvals import (
+    APPROVER_PHONE,
+    CAMPAIGN_TEXT,
+    DAG_ID,
+    MIN_CREDITS_DAG_ID,
+    Approvals,
+    approval_server,
+    campaigns,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,3 +142,59 @@ def test_a_retry_after_an_approved_batch_neither_asks_again_nor_sends_it_twice(
     assert sorted(n for c in sent for n in c["sent_to"]) == sorted(f"3361200020{i}" for i in range(1, 7))
     assert output.count("Asking in Airflow's Required actions") == 1
     assert "Batch 1/2 was already sent by an earlier attempt" in output
+
+
+def test_credits_that_fell_under_min_credits_after_while_the_question_waited_are_not_spent(
+    sms_sandbox: Any, approvals: Approvals
+) -> None:
+    process = approvals.start(sms_sandbox, MIN_CREDITS_DAG_ID)
+    question = approvals.question(process)
+    # The question: max_cost refuses; min_credits_after passes, 9,994 credits left after it.
+    assert "| Credits left after it | 9,994 (min_credits_after 5,000) |" in question["body"]
+
+    sms_sandbox.inspect.set_credits(5_001)  # another campaign spends them while the question waits
+    assert approvals.answer(question, "alice", "Send").status_code == 200
+    output = approvals.finish(process)
+
+    assert approvals.send_task() == ("failed", 1), output[-6000:]  # not retried
+    assert campaigns(sms_sandbox) == []
+    assert "this campaign was approved by alice at " in output
+    assert (
+        "min_credits_after now refuses it and did not in the question: the question showed 9994 credits "
+        "left after it, now 4995 credits left after it"
+    ) in output
+    assert "Sending it all the same" not in output
+
+
+# A fixed run date: the second run of it runs the same task instance again, cleared.
+FORGED_RUN_DATE = "2026-02-01T00:00:00+00:00"
+
+
+def test_an_approval_a_variable_editor_wrote_sends_nothing(sms_sandbox: Any, approvals: Approvals) -> None:
+    process = approvals.start(sms_sandbox, run_at=FORGED_RUN_DATE)
+    question = approvals.question(process)
+    assert approvals.answer(question, "alice", "Do not send").status_code == 200
+    output = approvals.finish(process)
+    assert approvals.send_task()[0] == "skipped", output[-6000:]
+    run_id = approvals.run_id()
+    key = guard_key(DAG_ID, "send", run_id, -1)
+
+    def approved_by_alice(value: str) -> str:
+        guard = json.loads(value)
+        at = pendulum.now("UTC").isoformat()
+        guard["approval"].update(state="approved", by="alice", at=at, cost=1000)
+        return json.dumps(guard)
+
+    # oscar (Op) may edit Variables, as the issue's reviewer did: Airflow accepts the edit.
+    assert approvals.edit_variable("oscar", key, approved_by_alice).status_code == 200
+    simulations = sms_sandbox.inspect.requests().get("/send/simulate", 0)
+    process = approvals.start(sms_sandbox, run_at=FORGED_RUN_DATE)  # cleared, run again
+    output = approvals.finish(process)
+
+    assert approvals.run_id() == run_id  # the same task instance
+    assert approvals.send_task() == ("failed", 1), output[-6000:]  # not retried
+    assert campaigns(sms_sandbox) == []
+    assert sms_sandbox.inspect.requests().get("/send/simulate", 0) == simulations  # no request at all
+    assert f"the approval in Airflow Variable {key!r} cannot be verified (edited, or written by" in output
+    assert "Trigger a new DAG run to ask again" in output
+    assert "alice" not in output
