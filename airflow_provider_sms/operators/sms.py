@@ -344,8 +344,9 @@ class SmsSendBaseOperator(SmsBaseOperator):
     ) -> dict[str, Any]:
         """Resume after a person answered the approval question (``on_cost_exceeded="ask"``).
 
-        "Send": the campaign is prepared and simulated again, then sent if it is the one approved and
-        costs no more. "Do not send" or no answer in time: the task is skipped, nothing sent.
+        "Send": the campaign is prepared and simulated again, then sent if it is the one approved and no
+        gate refuses more than the question showed. "Do not send" or no answer in time: the task is
+        skipped, nothing sent.
 
         :param event: Airflow's human-in-the-loop answer.
         :param asked: what the question showed (carried by Airflow with the wait).

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import requests
 
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from tests.ui.conftest import TeamAirflow, team_deployment
 
 if TYPE_CHECKING:
@@ -140,3 +141,63 @@ def test_a_deleted_or_re_created_team_dag_gives_its_campaigns_to_no_other_team(
     assert get(deployment, "user_a", csv).status_code == 404
     assert DAG_B not in listed(deployment, "user_a")
     assert get(deployment, "admin", detail).status_code == 200
+
+
+def test_no_full_number_reaches_a_url_while_an_editor_pages_through_the_failed_numbers(
+    deployment: TeamAirflow,
+) -> None:
+    campaign = listed(deployment, "admin")[DAG_A]
+    failed = f"{CAMPAIGNS_API}/campaigns/{campaign}/failed"
+    numbers, after = [], None
+    while True:
+        page = get(deployment, "user_a", failed, limit=1, **({"after": after} if after else {})).json()
+        numbers += page["numbers"]
+        after = page["next"]
+        if after is None:
+            break
+        assert not any(number in after for number in page["numbers"])
+    assert numbers == ["33612000404", "33612000405"]
+    # Airflow's API server logs every request with its query string.
+    log = deployment.log_path.read_text(errors="replace")
+    assert f"path={failed} query='limit=1&after=" in log
+    assert not any(number in log for number in numbers)
+    # A number is no position: refused (the log then holds it, as it holds any URL a caller makes).
+    assert get(deployment, "user_a", failed, after=numbers[0]).status_code == 422
+
+
+def test_the_readers_endpoints_tell_an_unauthenticated_caller_nothing(deployment: TeamAirflow) -> None:
+    answers = [
+        requests.get(
+            f"{deployment.url}/sms/delivery-reports/{name}{path}",
+            params={"campaign_id": deployment.ticket_of("shipped")},
+            headers=headers,
+            timeout=10,
+        )
+        for name in ("sms_default", "sms_no_such_connection")
+        for path in ("/summary", "/batches/1")
+        for headers in ({}, {"Authorization": "Bearer not-the-key"})
+    ]
+    assert {(answer.status_code, answer.text) for answer in answers} == {(401, answers[0].text)}
+
+
+def test_a_report_whose_country_a_spreadsheet_would_compute_is_refused(deployment: TeamAirflow) -> None:
+    webhook = requests.get(
+        f"{deployment.sandbox.url}/webhook/1",
+        headers={"Authorization": f"Bearer {TEST_TOKEN}", "Accept": "application/json"},
+        timeout=10,
+    ).json()["webhook"]
+    report = {
+        "date": "2026-11-24T10:00:00+01:00",
+        "status": 2,
+        "destination": "33612000404",
+        "campaign_id": deployment.ticket_of("shipped"),
+        "country_code": "=2+3",
+    }
+    answer = requests.post(
+        f"{deployment.url}/sms/delivery-reports/sms_default",
+        json=report,
+        headers={"X-SMSFactor-Signature": webhook["signature"]},
+        timeout=10,
+    )
+    assert answer.status_code == 422
+    assert "country_code" in answer.json()["detail"]
