@@ -401,7 +401,9 @@ async def refused(request: Request, exc: Refusal) -> Response:
     """Answer a refusal ``{"detail": ...}`` with its status, and log it with the caller's address."""
     conn_id = request.path_params.get("conn_id")
     caller = request.client.host if request.client else None
-    log.warning("Delivery reports for %s: refused a call from %s: %s", conn_id, caller, exc.reason)
+    # The name is the caller's: quoted, so that no character of it can start a line of its own.
+    where = f"Delivery reports for {conn_id!r}" if conn_id is not None else "Campaigns API"
+    log.warning("%s: refused a call from %s: %s", where, caller, exc.reason)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
 

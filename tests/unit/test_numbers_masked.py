@@ -239,7 +239,7 @@ def test_the_receivers_refusal_log_line_quotes_the_number_masked(caplog: pytest.
 
     assert answer.status_code == 422
     (line,) = [record.getMessage() for record in caplog.records if "refused a call" in record.getMessage()]
-    assert line.startswith("Delivery reports for sms_default: refused a call from 10.0.0.7: report.date:")
+    assert line.startswith("Delivery reports for 'sms_default': refused a call from 10.0.0.7: report.date:")
     assert MASKED in line
     assert NUMBER not in line
     assert NUMBER not in answer.body.decode()
