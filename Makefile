@@ -45,6 +45,15 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# `make demo` needs only the provider, its sandbox and Airflow; `make test` adds the rest to the same venv
+# (its install removes this stamp, and the demo then runs on the full one).
+STAMP_DEMO := $(VENV)/.installed-demo-$(AIRFLOW_VERSION)
+$(STAMP_DEMO): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[sandbox]" "apache-airflow==$(AIRFLOW_VERSION)"
+	touch $@
+
 # Made afresh each time (no package left from another resolution); uv from .venv: one download cache.
 $(STAMP_MIN): $(STAMP) pyproject.toml Makefile
 	rm -rf $(VENV_MIN)
@@ -135,7 +144,7 @@ test-newest:
 	@echo "test-newest: no Python 3.13 or 3.14 on this machine (pyenv's or on the PATH): skipped"
 endif
 
-demo: $(STAMP)
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(STAMP_DEMO))
 	$(BIN)/python -m dags_examples.demo
 
 bench: $(STAMP)

@@ -35,6 +35,7 @@ DAG_IDS = {
     "sms_campaign_delivery",
     "sms_on_delivery_reports",
     "sms_approved_campaign",
+    "my_first_sms",
 }
 # The sandbox's seeded lists 1 and 2, less the blacklisted number and the duplicate of list 1.
 WEEKLY_SENT_TO = {
