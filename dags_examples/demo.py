@@ -200,16 +200,18 @@ def delivery_receiver(env: Mapping[str, str]) -> Iterator[str]:
     Airflow is imported here for the first time in this process, with the throwaway home's settings.
     """
     os.environ.update(env)
-    from airflow.api_fastapi.app import lifespan
     from fastapi import FastAPI
 
     from airflow_provider_sms.delivery_reports.receiver import build_app
     from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
     from airflow_provider_sms.sandbox.server import ThreadedServer
 
-    # Airflow's own lifespan runs the mounted app's: the flusher, which keeps the counts the summary reads.
-    api_server = FastAPI(lifespan=lifespan)
-    api_server.mount(URL_PREFIX, build_app())
+    # As the API server does, the app it mounts runs its lifespan: the flusher, which keeps the counts the
+    # summary reads. (Not by importing the API server's app module: it imports Starlette's test client,
+    # which warns that it is deprecated.)
+    receiver = build_app()
+    api_server = FastAPI(lifespan=lambda _app: receiver.router.lifespan_context(receiver))
+    api_server.mount(URL_PREFIX, receiver)
     with ThreadedServer(api_server, name="the delivery-report receiver", lifespan=True) as server:
         yield server.url
 

@@ -4,7 +4,9 @@ every :data:`CONNECTION_TTL` seconds, with the DLR webhook's signature kept :dat
 A name that receives no reports (no such connection, not an ``sms`` one, bad settings, no
 ``dlr_webhook_id``, longer than a connection id can be) is answered with one 404 text,
 :data:`NOT_RECEIVING`, whatever the reason: an unauthenticated caller learns nothing about which
-connections exist. The API server's log says which reason, once per name per :data:`CONNECTION_TTL`.
+connections exist. The API server's log says which reason when a call for the name arrives, once per
+name per :data:`CONNECTION_TTL`; the flusher's lookups on its timer (:meth:`Connections.settings`)
+log nothing, so a send-only connection no call ever names stays quiet.
 (The readers' endpoints, summary and batches, answer every call without the right key one 401 instead,
 whatever the name: see the receiver's ``check_reader``.) Not public API.
 """
@@ -17,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.models.base import ID_LEN
 
@@ -111,12 +113,14 @@ class ReceivingConnection:
     :param hook: the hook on the connection, which reads the webhook.
     :param settings: its receiver settings; None when its extra has no ``dlr_webhook_id`` or they are not
         valid.
+    :param refused_because: why calls for it are refused, when ``settings`` is None (for the log).
     :param signature: the webhook's signature, once read.
     :param signature_read_at: when it was read (the :class:`Connections`' clock).
     """
 
     hook: SmsHook
     settings: ReceiverSettings | None
+    refused_because: str | None = None
     signature: str | None = None
     signature_read_at: float = 0.0
 
@@ -133,6 +137,20 @@ class ReceivingConnection:
         )
 
 
+@dataclass(frozen=True)
+class NotReceiving:
+    """A name that names no ``sms`` connection (or none a connection id can be), and why, for the log.
+
+    :param why: the reason, in words (the caller is never told).
+    """
+
+    why: str
+
+
+# What one lookup of a name found.
+Lookup: TypeAlias = ReceivingConnection | NotReceiving
+
+
 def not_receiving() -> Refusal:
     """The one 404 for a name that receives no reports; a new one each time (one kept and raised again
     would grow its traceback each time)."""
@@ -142,7 +160,9 @@ def not_receiving() -> Refusal:
 class Connections:
     """The connections calls name, read at most every :data:`CONNECTION_TTL` seconds each.
 
-    Lookups of different names run side by side; concurrent calls for one name share one lookup.
+    Lookups of different names run side by side; concurrent calls for one name share one lookup. Why a
+    name receives no reports is logged by the first call that meets each lookup's answer, not by the
+    lookup: the flusher's timer looks names up too, and must not fill the log.
 
     :param clock: the time in seconds (monotonic), injectable for tests.
     """
@@ -153,27 +173,48 @@ class Connections:
         self._known: dict[str, tuple[ReceivingConnection, float]] = {}
         # Names that receive no reports, with their expiry, oldest lookup first: the first to expire is
         # also the first dropped when more than REFUSED_NAMES_KEPT are kept.
-        self._refused: OrderedDict[str, float] = OrderedDict()
+        self._refused: OrderedDict[str, tuple[NotReceiving, float]] = OrderedDict()
+        # The names whose kept answer a call has logged why it refuses (a new lookup's answer is not).
+        self._logged: set[str] = set()
         # The lookups under way, by name; their waiters look again once the event is set.
         self._lookups: dict[str, threading.Event] = {}
-        # Guards the three dicts above only; never held during a lookup.
+        # Guards the four collections above only; never held during a lookup.
         self._guard = threading.Lock()
 
     def fresh(self, conn_id: str) -> ReceivingConnection | None:
-        """The connection as last read, if that was less than :data:`CONNECTION_TTL` ago (no I/O).
+        """For a call: the connection as last read, if that was less than :data:`CONNECTION_TTL` ago
+        (no I/O).
 
         :raises Refusal: 404 for a name found, less than :data:`CONNECTION_TTL` ago, to receive no reports.
         """
-        return self._kept(self._key(conn_id), self._clock())
+        key = self._key(conn_id)
+        with self._guard:
+            found = self._kept(key, self._clock())
+        return None if found is None else self._for_call(key, found)
 
     def get(self, conn_id: str) -> ReceivingConnection:
-        """The connection ``conn_id``; raises :class:`Refusal` (404) for one that receives no reports."""
+        """For a call: the connection ``conn_id``; raises :class:`Refusal` (404) for one that receives no
+        reports."""
         key = self._key(conn_id)
+        return self._for_call(key, self._find(key))
+
+    def settings(self, conn_id: str) -> ReceiverSettings | None:
+        """For the flusher's timer: the receiver settings of ``conn_id``, None when it receives no reports.
+
+        Logs nothing: why a name receives no reports is for the calls that name it to say.
+
+        :raises Refusal: 503 while the connections cannot be read.
+        """
+        found = self._find(self._key(conn_id))
+        return found.settings if isinstance(found, ReceivingConnection) else None
+
+    def _find(self, key: str) -> Lookup:
+        """What the last lookup of ``key`` found, looked up again when older than :data:`CONNECTION_TTL`."""
         while True:
             with self._guard:
-                known = self._kept(key, self._clock())
-                if known is not None:
-                    return known
+                found = self._kept(key, self._clock())
+                if found is not None:
+                    return found
                 lookup = self._lookups.get(key)
                 if lookup is None:
                     lookup = self._lookups[key] = threading.Event()
@@ -189,9 +230,24 @@ class Connections:
             with self._guard:
                 del self._lookups[key]
             lookup.set()
-        if read is None:
-            raise not_receiving()
         return read
+
+    def _for_call(self, key: str, found: Lookup) -> ReceivingConnection:
+        """What a call for ``key`` gets: the connection, or the 404 of a name that receives no reports.
+
+        Why it receives none is logged once per lookup, by the first call that meets it.
+        """
+        why = found.why if isinstance(found, NotReceiving) else found.refused_because
+        if why is not None:
+            with self._guard:
+                first = key not in self._logged
+                self._logged.add(key)
+            if first:
+                name = repr(key) if len(key) <= ID_LEN else f"{key[:40]!r}..."
+                log.warning("Delivery reports: calls for %s are refused: %s", name, why)
+        if isinstance(found, NotReceiving):
+            raise not_receiving()
+        return found
 
     @staticmethod
     def _key(conn_id: str) -> str:
@@ -199,46 +255,42 @@ class Connections:
         # cannot make the names kept take more memory than that.
         return conn_id[: ID_LEN + 1]
 
-    def _kept(self, key: str, now: float) -> ReceivingConnection | None:
-        """The connection kept under ``key`` if not expired; raises the 404 for a refused name kept."""
+    def _kept(self, key: str, now: float) -> Lookup | None:
+        """What the lookup kept under ``key`` found, if not expired (under the guard)."""
         known = self._known.get(key)
         if known is not None and known[1] > now:
             return known[0]
-        refused_until = self._refused.get(key)
-        if refused_until is not None and refused_until > now:
-            raise not_receiving()
+        refused = self._refused.get(key)
+        if refused is not None and refused[1] > now:
+            return refused[0]
         return None
 
-    def _keep(self, key: str, read: ReceivingConnection | None) -> None:
-        """Keep what a lookup found for :data:`CONNECTION_TTL` (under the guard)."""
+    def _keep(self, key: str, read: Lookup) -> None:
+        """Keep what a lookup found for :data:`CONNECTION_TTL`, not logged yet (under the guard)."""
         expiry = self._clock() + CONNECTION_TTL
         before = self._known.pop(key, None)
         self._refused.pop(key, None)
-        if read is None:
-            self._refused[key] = expiry
+        self._logged.discard(key)
+        if isinstance(read, NotReceiving):
+            self._refused[key] = (read, expiry)
             while len(self._refused) > REFUSED_NAMES_KEPT:
-                self._refused.popitem(last=False)
+                self._logged.discard(self._refused.popitem(last=False)[0])
             return
         if before is not None and before[0].same_webhook(read):
             # The signature lives SIGNATURE_TTL from its reading, not until the connection is read again.
             read.signature, read.signature_read_at = before[0].signature, before[0].signature_read_at
         self._known[key] = (read, expiry)
 
-    def _read(self, conn_id: str) -> ReceivingConnection | None:
-        """The connection from Airflow's secrets backends; None (the reason logged) when it receives no
-        reports. An ``sms`` connection with a token but without ``dlr_webhook_id``, or with receiver
-        settings that are not valid, is returned without settings: :func:`require_settings` refuses it.
+    def _read(self, conn_id: str) -> Lookup:
+        """The connection from Airflow's secrets backends, or why it receives no reports (not logged
+        here: see :meth:`_for_call`). An ``sms`` connection with a token but without ``dlr_webhook_id``,
+        or with receiver settings that are not valid, is returned without settings:
+        :func:`require_settings` refuses it.
         """
         from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
         if len(conn_id) > ID_LEN:
-            log.warning(
-                "Delivery reports: calls for %r... are refused: the name is longer than a connection id "
-                "can be (%d characters)",
-                conn_id[:40],
-                ID_LEN,
-            )
-            return None
+            return NotReceiving(f"the name is longer than a connection id can be ({ID_LEN} characters)")
         try:
             conn = _lookup(conn_id)
         except AirflowNotFoundException:
@@ -251,15 +303,9 @@ class Connections:
                     conn_id,
                 )
                 raise connections_unreadable() from None
-            log.warning("Delivery reports: calls for %r are refused: there is no such connection", conn_id)
-            return None
+            return NotReceiving("there is no such connection")
         if conn.conn_type != "sms":
-            log.warning(
-                "Delivery reports: calls for %r are refused: it is a %r connection, not an sms one",
-                conn_id,
-                conn.conn_type,
-            )
-            return None
+            return NotReceiving(f"it is a {conn.conn_type!r} connection, not an sms one")
         # One try: the service retries a report answered 503, so the API server need not wait here.
         hook = SmsHook(sms_conn_id=conn_id, max_tries=1)
         try:
@@ -267,18 +313,15 @@ class Connections:
             # hook does not look it up again.
             hook.settings = connection_settings(conn, conn_id=conn_id)
         except SmsValidationError as exc:
-            log.warning("Delivery reports: calls for %r are refused: %s", conn_id, exc)
-            return None
+            return NotReceiving(str(exc))
         # Settings that are not valid are none: the connection is kept with its token all the same, so that
         # a reader with its key is told it receives nothing, as for one without dlr_webhook_id.
-        why = "its extra has no dlr_webhook_id"
         try:
             settings = receiver_settings(connection_extra(conn, conn_id=conn_id), conn_id=conn_id)
         except SmsValidationError as exc:
-            settings, why = None, str(exc)
-        if settings is None:
-            log.warning("Delivery reports: calls for %r are refused: %s", conn_id, why)
-        return ReceivingConnection(hook=hook, settings=settings)
+            return ReceivingConnection(hook=hook, settings=None, refused_because=str(exc))
+        why = None if settings is not None else "its extra has no dlr_webhook_id"
+        return ReceivingConnection(hook=hook, settings=settings, refused_because=why)
 
     def known_signature(self, receiving: ReceivingConnection) -> str | None:
         """The signature as last read, if that was less than :data:`SIGNATURE_TTL` ago (no I/O)."""
@@ -309,7 +352,7 @@ class Connections:
 
 def require_settings(receiving: ReceivingConnection, conn_id: str) -> ReceiverSettings:
     """The connection's receiver settings; raises :class:`Refusal`, the one 404 of names that receive no
-    reports, when its extra names no webhook (:meth:`Connections.get` logged why when it read it).
+    reports, when its extra names no webhook (the call's :meth:`Connections.get` or ``fresh`` logged why).
 
     :param receiving: the connection as the receiver knows it.
     :param conn_id: its id (the refusal does not name it: the 404 is the same for every name).

@@ -453,8 +453,9 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
     tables = TablesCheck()
 
     def limits(conn_id: str) -> tuple[int, float]:
+        # On the flusher's timer: a quiet lookup (why a name receives nothing is logged by calls for it).
         try:
-            settings = connections.get(conn_id).settings
+            settings = connections.settings(conn_id)
         except Refusal:
             settings = None
         if settings is None:

@@ -2,12 +2,16 @@
 
 Airflow's secrets lookup (``Connection.get_connection_from_secrets``) and the webhook's reading
 (``SmsHook.get_webhook``) are replaced by counting fakes; the clock is the one ``Connections`` takes.
+The last test starts the receiver as ``make demo`` serves it, in a subprocess: it must print no warning.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -311,3 +315,78 @@ def test_a_connection_read_again_with_another_token_or_webhook_reads_the_signatu
     expected = changed.get("token", "token-1")
     assert connections.signature(receiving) == f"sig-{expected}"
     assert webhook_reads == ["token-1", expected]
+
+
+def test_the_flushers_lookups_log_nothing_and_a_call_says_why_it_is_refused_once_per_lookup(
+    secrets: Secrets, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow_provider_sms.delivery_reports.flusher import default_limits
+    from airflow_provider_sms.delivery_reports.receiver import build_app
+
+    caplog.set_level("WARNING", logger=connections_module.__name__)
+    clock = Clock()
+    connections = Connections(clock=clock)
+    # The flusher's per-connection limits, as the receiver's app gives them to it.
+    limits = build_app(connections, group_commit=1).state.flusher._limits
+
+    # Connections with campaigns, looked at on the flusher's timer for 9 minutes: a send-only one (no
+    # dlr_webhook_id), one since deleted, one that receives.
+    for _ in range(9 * 60):
+        clock.now += 1
+        assert limits("no_dlr") == limits("nobody") == default_limits("no_dlr")
+        assert connections.settings("sms_default") is not None
+    assert secrets.lookups.count("no_dlr") == 9 * 60 // CONNECTION_TTL  # read again each TTL, quietly
+    assert caplog.messages == []
+
+    # Calls for them: each says why, once for what the last lookup found.
+    for _ in range(3):
+        refusal_of(connections, "no_dlr")
+        with pytest.raises(Refusal):
+            connections.fresh("nobody")
+    assert caplog.messages == [
+        "Delivery reports: calls for 'no_dlr' are refused: its extra has no dlr_webhook_id",
+        "Delivery reports: calls for 'nobody' are refused: there is no such connection",
+    ]
+    # The timer's next lookup is a new answer: the next call says why again.
+    clock.now += CONNECTION_TTL
+    assert limits("no_dlr") == default_limits("no_dlr")
+    assert len(caplog.messages) == 2
+    refusal_of(connections, "no_dlr")
+    refusal_of(connections, "no_dlr")
+    assert len(caplog.messages) == 3
+
+
+# The receiver as `make demo` starts it, with the warnings a user would see made errors: every one Python
+# shows by default, and a deprecation the provider's own code or the demo calls.
+DEMO_RECEIVER = """
+import sys
+import warnings
+from pathlib import Path
+
+warnings.simplefilter("error")
+warnings.simplefilter("ignore", DeprecationWarning)
+warnings.filterwarnings(
+    "error", category=DeprecationWarning, module=r"(airflow_provider_sms|dags_examples)(\\.|$)"
+)
+
+from dags_examples.demo import airflow_env, delivery_receiver
+
+home = Path(sys.argv[1])
+with delivery_receiver(airflow_env(home, home)) as url:
+    print("receiver at", url)
+assert "starlette.testclient" not in sys.modules, "Starlette's test client was imported"
+"""
+
+
+def test_the_receiver_as_the_demo_serves_it_prints_no_warning(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", DEMO_RECEIVER, str(tmp_path)],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "receiver at http://127.0.0.1:" in done.stdout
