@@ -6,7 +6,10 @@ whether it is safe to try again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class SmsError(Exception):
@@ -66,7 +69,21 @@ class SmsApiError(SmsError):
         self.http_status = http_status
         self.details = _redact(details)
         self.endpoint = endpoint
+        # The Airflow connection whose call the service answered, once the hook names it.
+        self.connection: str | None = None
         super().__init__(self._describe())
+
+    def name_connection(self, conn_id: str) -> None:
+        """Name the Airflow connection whose call this error answers (the hook calls it).
+
+        :param conn_id: the connection id.
+        """
+        self.connection = conn_id
+        self.args = (self._describe(),)
+
+    def _meaning(self) -> str | None:
+        """What the status means, from the service's documentation (:data:`STATUS_MEANINGS`)."""
+        return STATUS_MEANINGS.get(self.status) if self.status is not None else None
 
     def _describe(self) -> str:
         where = f"{self.endpoint}: " if self.endpoint else ""
@@ -75,7 +92,7 @@ class SmsApiError(SmsError):
             codes = []  # the API server's answers carry no service status
         if self.http_status is not None:
             codes.append(f"HTTP {self.http_status}")
-        meaning = STATUS_MEANINGS.get(self.status) if self.status is not None else None
+        meaning = self._meaning()
         hint = f" ({meaning})" if meaning and meaning.lower() != self.message.lower() else ""
         details = f"; details: {self.details}" if self.details else ""
         return f"{where}{self.source} answered {', '.join(codes)}: {self.message}{hint}{details}"
@@ -117,8 +134,51 @@ class SmsTransportError(SmsError):
         self.retry_after = retry_after
 
 
+class SmsNothingSentError(SmsError):
+    """A send the service took (status 1) that reached no number: its filters removed every one.
+
+    The outcome is known, not in doubt: the campaign exists (its ticket), nothing went out, and sending
+    it again would meet the same filters. The message names each filter's count, what it means and
+    what to do (:data:`FILTER_MEANINGS`).
+
+    :param figures: the send's figures: ``sent``, ``total``, the count of each filter and ``ticket``
+        (or ``tickets``), as in a ``CampaignResult`` or the send operators' result.
+    :param what: what reached nobody, as the message's subject, e.g. ``"The SMS notification"``.
+    :param advice: what else the user can do, after each filter's own fix.
+    """
+
+    def __init__(self, figures: Mapping[str, Any], what: str, advice: str = "") -> None:
+        self.figures = dict(figures)
+        reasons = [name for name in FILTER_MEANINGS if figures.get(name)]
+        counts = ", ".join(f"{name} {figures[name]}" for name in reasons)
+        filtered = f"{sum(figures[name] for name in reasons)} filtered" + (f" ({counts})" if counts else "")
+        why = "; ".join(f"{name}: {FILTER_MEANINGS[name]}" for name in reasons) or (
+            "the service filtered none of them: check the recipients or lists given"
+        )
+        super().__init__(
+            f"{what} reached nobody: 0 of {figures.get('total', 0)} numbers sent, {filtered}"
+            f"{_tickets(figures)}. {why}." + (f" {advice}" if advice else "")
+        )
+
+
+def _tickets(figures: Mapping[str, Any]) -> str:
+    """``", ticket 101"`` (``", tickets 101, 102"``) from a result's ``tickets`` or ``ticket``, or ``""``."""
+    tickets = figures.get("tickets") or ([figures["ticket"]] if figures.get("ticket") else [])
+    if not tickets:
+        return ""
+    return f", ticket{'s' if len(tickets) > 1 else ''} {', '.join(map(str, tickets))}"
+
+
 class SmsAuthError(SmsApiError):
     """The service rejected the access token (status -1)."""
+
+    def _meaning(self) -> str | None:
+        if self.connection is None:
+            return super()._meaning()
+        return (
+            "authentication error: check the access token, the password of the Airflow connection "
+            f"{self.connection!r}"
+        )
 
 
 class SmsNotFoundError(SmsApiError):
@@ -141,4 +201,20 @@ STATUS_MEANINGS: dict[int, str] = {
     -7: "data error: a field has an invalid value",
     -8: "campaign held for moderation: it may still be sent; never retry automatically",
     -99: "unknown error",
+}
+
+# What each filter of the service means and what a user can do about it (docs/service-facts.md,
+# "Filtering"), in the order of the result's fields; named when a send reached nobody.
+FILTER_MEANINGS: dict[str, str] = {
+    "blacklisted": "numbers on the account's blacklist (e.g. they answered STOP): take them off it in the "
+    "service, or send to other numbers",
+    "duplicated": "numbers given more than once (each is sent once)",
+    "npai": "numbers on the NPAI list, known to be unreachable: check them with their owners",
+    "invalid": "numbers the service does not take as valid: check their country code and length",
+    "not_allowed": "numbers in countries the account may not send to: ask the service to allow the country",
+    "flood": "messages held back by the service's anti-flood, to numbers sent too many messages recently "
+    "(the service does not publish its limit; the sandbox allows 5 per number per hour unless started "
+    "with --flood-limit): send fewer messages to the same number, or wait",
+    "country_limit": "messages over the monthly limit of their country: ask the service to raise it, or "
+    "wait for the next month",
 }

@@ -107,7 +107,11 @@ def marker_mismatch(text: str, links: int) -> str | None:
     markers = text.count(SHORT_MARKER)
     if markers == links:
         return None
-    return (
-        f"text has {markers} '{SHORT_MARKER}' marker(s) but {links} link(s) are given; "
-        "put one marker in the text for each link"
+    fixes = (
+        "add the missing URL(s) to links, one per marker in order (each marker becomes a short URL to "
+        "its link), or remove the marker(s) without a link from the text"
+        if markers > links
+        else f"put a {SHORT_MARKER} marker in the text where each link's short URL goes, or remove the "
+        "link(s) without a marker from links"
     )
+    return f"text has {markers} '{SHORT_MARKER}' marker(s) but {links} link(s) are given: {fixes}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -24,12 +25,15 @@ from airflow_provider_sms._task_arguments import check_webhook_id
 from airflow_provider_sms.exceptions import (
     ResponseTooLargeError,
     SmsApiError,
+    SmsAuthError,
     SmsMaybeSentError,
     SmsTransportError,
     SmsValidationError,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow_provider_sms.models import CampaignResult, NpaiEntry, NpaiList
 
 log = logging.getLogger(__name__)
@@ -143,6 +147,19 @@ def connection_settings(
         default_sender=extra.get("default_sender") or None,
         verify=verify,
     )
+
+
+@contextmanager
+def naming_connection(conn_id: str) -> Iterator[None]:
+    """A refused access token (status -1) raised in the block names the Airflow connection to fix.
+
+    :param conn_id: the id of the connection whose password was sent.
+    """
+    try:
+        yield
+    except SmsAuthError as exc:
+        exc.name_connection(conn_id)
+        raise
 
 
 def request_headers(settings: SmsConnectionSettings) -> dict[str, str]:

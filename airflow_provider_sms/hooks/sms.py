@@ -53,6 +53,7 @@ from airflow_provider_sms.hooks._transport import (
     judge_send,
     judged_by_status,
     maybe_sent,
+    naming_connection,
     request_headers,
     response_limit,
     webhook_path,
@@ -255,8 +256,9 @@ class SmsHook(BaseHook):
     def get_webhook(self, webhook_id: str | int) -> Webhook:
         """Read one webhook record (GET /webhook/:id)."""
         path = webhook_path(webhook_id)
-        body = self._read("GET", path)
-        return codec.decode_webhook(body, self.format, endpoint=f"GET {path}")
+        with naming_connection(self.sms_conn_id):
+            body = self._read("GET", path)
+            return codec.decode_webhook(body, self.format, endpoint=f"GET {path}")
 
     def get_npai(self) -> NpaiList:
         """Read the whole NPAI list (GET /npai), following ``start``/``length`` pages if the service pages.
@@ -300,18 +302,20 @@ class SmsHook(BaseHook):
         return parse_lists(items)
 
     def _npai_page(self, start: int, length: int = NPAI_PAGE_SIZE, tries: int | None = None) -> NpaiList:
-        body = self._read("GET", NPAI_PATH, params={"start": start, "length": length}, tries=tries)
-        return codec.decode_npai(body, self.format, endpoint="GET /npai")
+        with naming_connection(self.sms_conn_id):
+            body = self._read("GET", NPAI_PATH, params={"start": start, "length": length}, tries=tries)
+            return codec.decode_npai(body, self.format, endpoint="GET /npai")
 
     def _campaign(self, path: str, body: bytes, *, sends: bool, count: int) -> CampaignResult:
         endpoint = f"POST {path}"
         what = "recipients" if "lists" not in path else "lists"
         self.log.info("%s: %s %s, %s bytes, %s", endpoint, count, what, len(body), self.format)
-        if not sends:
-            answer = self._read("POST", path, body=body)
-            result = codec.decode_campaign_result(answer, self.format, endpoint=endpoint)
-        else:
-            result = self._send_once(path, body)
+        with naming_connection(self.sms_conn_id):
+            if not sends:
+                answer = self._read("POST", path, body=body)
+                result = codec.decode_campaign_result(answer, self.format, endpoint=endpoint)
+            else:
+                result = self._send_once(path, body)
         self.log.info("%s: %s", endpoint, result.summary())
         return result
 
@@ -518,7 +522,9 @@ class SmsAsyncHook(BaseHook):
         """Read one webhook record (GET /webhook/:id)."""
         path = webhook_path(webhook_id)
         fmt = (await self.get_settings()).format
-        return codec.decode_webhook(await self._get(await self._pool(), path), fmt, endpoint=f"GET {path}")
+        with naming_connection(self.sms_conn_id):
+            body = await self._get(await self._pool(), path)
+            return codec.decode_webhook(body, fmt, endpoint=f"GET {path}")
 
     async def get_npai(self) -> NpaiList:
         """Read the whole NPAI list (GET /npai, every page: see :class:`NpaiPages`).
@@ -598,10 +604,12 @@ class SmsAsyncHook(BaseHook):
     async def _read_npai(self, pool: Pool, fmt: codec.WireFormat) -> NpaiList:
         """Every page of GET /npai, decoded off the event loop unless the page is short."""
         pages = NpaiPages()
-        while (params := pages.next_params()) is not None:
-            body = await self._get(pool, NPAI_PATH, params)
-            quick = len(body) <= QUICK_DECODE_BYTES
-            pages.add(await off_loop(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}", inline=quick))
+        with naming_connection(self.sms_conn_id):
+            while (params := pages.next_params()) is not None:
+                body = await self._get(pool, NPAI_PATH, params)
+                quick = len(body) <= QUICK_DECODE_BYTES
+                page = await off_loop(codec.decode_npai, body, fmt, endpoint=f"GET {NPAI_PATH}", inline=quick)
+                pages.add(page)
         return pages.result()
 
     async def _get(self, pool: Pool, path: str, params: Mapping[str, int] | None = None) -> bytes:

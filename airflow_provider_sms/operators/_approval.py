@@ -34,6 +34,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 from airflow_provider_sms._task_arguments import check_approvers
 from airflow_provider_sms.models import FILTER_FIELDS
 from airflow_provider_sms.operators._send_guard import ApprovalRecord, approval_from
+from airflow_provider_sms.sms_parts import SHORT_MARKER
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.standard.operators.hitl import HITLOperator
 
+    from airflow_provider_sms.models import Message
     from airflow_provider_sms.operators._campaign_run import Campaign
     from airflow_provider_sms.operators._send_guard import SendGuard
     from airflow_provider_sms.operators.sms import SmsSendBaseOperator
@@ -52,6 +54,8 @@ DO_NOT_SEND = "Do not send"
 # The context key approval notifiers read (e.g. "{{ sms_approval.link }}" in an SmsNotifier's text).
 CONTEXT_KEY = "sms_approval"
 _ENCODINGS = {"GSM-7": "GSM 7-bit", "UCS-2": "UCS-2 (Unicode)"}
+# Characters of the text shown before each short-URL marker in the question, beside the marker's link.
+_WORDS_BEFORE_MARKER = 40
 
 
 # Each gate an approval may cover: the figure it reads (an ApprovalRecord field) and whether a higher
@@ -409,7 +413,7 @@ def question(campaign: Campaign, need: ApprovalNeeded, ti: Any, timeout: Any) ->
     refusals = "\n".join(f"- {text}" for text in gate["refusals"])
     body = (
         f"A gate refused this campaign:\n\n{refusals}\n\n| | |\n|---|---|\n{table}\n\n"
-        f"**Text**\n\n{_fenced(message.text)}\n\n"
+        f"**Text**\n\n{_fenced(message.text)}\n\n{_links(message)}"
         f"**{SEND}** sends this campaign at no more than {cost:,} credits: it is simulated again just before "
         "it goes out, and not sent if it costs more, if a gate refuses that did not refuse here, or if a "
         f"refused figure got worse. **{DO_NOT_SEND}** skips the task: nothing is sent."
@@ -451,8 +455,33 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _fenced(text: str) -> str:
-    """``text`` as a Markdown code block whose fence no run of backticks in the text can close."""
+def _links(message: Message) -> str:
+    """Each ``<-short->`` marker of the text, after the words before it, beside the URL it will link to.
+
+    Empty for a message without links; else a Markdown list and a blank line.
+    """
+    if not message.links:
+        return ""
+    before = message.text.split(SHORT_MARKER)
+    items = []
+    for index, link in enumerate(message.links):
+        words = " ".join(before[index].split())
+        if len(words) > _WORDS_BEFORE_MARKER:
+            words = "…" + words[-_WORDS_BEFORE_MARKER:].split(" ", 1)[-1]  # from a word's start
+        shown = f"{words} " if words else ""
+        items.append(f"- {_fenced(shown + SHORT_MARKER, inline=True)} → {_fenced(link, inline=True)}")
+    marker = _fenced(SHORT_MARKER, inline=True)
+    return f"**Links** (each {marker} becomes a short URL to its link)\n\n" + "\n".join(items) + "\n\n"
+
+
+def _fenced(text: str, *, inline: bool = False) -> str:
+    """``text`` as Markdown code whose fence no run of backticks in the text can close.
+
+    :param inline: a code span within a line (``text`` has no line break), instead of a block.
+    """
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    if inline:
+        fence = "`" * (longest + 1)
+        return f"{fence} {text} {fence}" if longest else f"{fence}{text}{fence}"
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"

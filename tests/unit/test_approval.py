@@ -193,6 +193,26 @@ def test_a_refused_gate_asks_with_the_figures_and_sends_nothing(
 
 
 @needs_hitl
+def test_the_body_shows_each_link_beside_its_marker(
+    requests_mock: Any, written: list[dict[str, Any]]
+) -> None:
+    Service(cost_per_number=2).mount(requests_mock)
+    message = {
+        "text": "Spring sale on everything in the shop, today only <-short->\nStop: <-short->",
+        "links": ["https://shop.example/sale?from=`sms`", "https://shop.example/stop"],
+        "pushtype": "alert",
+    }
+    asked(ask_operator(message=message), context())
+
+    body = written[0]["body"]
+    assert (
+        "**Links** (each `<-short->` becomes a short URL to its link)\n\n"
+        "- `…on everything in the shop, today only <-short->` → `` https://shop.example/sale?from=`sms` ``\n"
+        "- `Stop: <-short->` → `https://shop.example/stop`\n\n"
+    ) in body
+
+
+@needs_hitl
 def test_the_body_shows_filters_stop_mention_unicode_and_the_send_window(
     requests_mock: Any, written: list[dict[str, Any]]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import pytest
 import requests
 from urllib3.exceptions import NewConnectionError, ProtocolError
@@ -18,9 +19,10 @@ from airflow_provider_sms.exceptions import (
     SmsValidationError,
 )
 from airflow_provider_sms.hooks._request_progress import SendProgress, nothing_sent
-from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms.hooks.sms import SmsAsyncHook, SmsHook
+from tests.async_hooks import mock_transport
 
-from .conftest import BASE_URL
+from .conftest import BASE_URL, connection_json
 from .test_hook_wire import NPAI_ENTRY, RESULT_JSON
 
 MESSAGE = {"text": "Hello", "pushtype": "alert"}
@@ -480,3 +482,49 @@ def test_a_scheme_given_as_the_connections_schema_is_honoured(monkeypatch, reque
     requests_mock.get("https://sms.test:8443/npai", json=NPAI_OK)
 
     assert len(SmsHook().get_npai().entries) == 1
+
+
+@pytest.mark.parametrize("http_status", [401, 200])
+def test_a_refused_token_names_the_connection_to_fix_on_every_call(monkeypatch, requests_mock, http_status):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_XML_ALERTS", connection_json())
+    refusal = {"status": -1, "message": "invalid or missing access token"}
+    for method, path in (
+        ("POST", "/send"),
+        ("POST", "/send/simulate"),
+        ("GET", "/npai"),
+        ("GET", "/webhook/9"),
+    ):
+        requests_mock.register_uri(method, f"{BASE_URL}{path}", status_code=http_status, json=refusal)
+    hook = SmsHook("sms_xml_alerts")
+    calls = (
+        lambda: hook.send(MESSAGE, ["33612345678"]),
+        lambda: hook.simulate(MESSAGE, ["33612345678"]),
+        hook.get_npai,
+        lambda: hook.get_webhook("9"),
+    )
+
+    for call in calls:
+        with pytest.raises(SmsAuthError) as info:
+            call()
+        assert info.value.connection == "sms_xml_alerts"
+        assert "the service answered status -1" in str(info.value)
+        assert str(info.value).endswith(
+            ": invalid or missing access token (authentication error: check the access token, the "
+            "password of the Airflow connection 'sms_xml_alerts')"
+        )
+
+
+async def test_the_async_hook_names_the_connection_of_a_refused_token(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_ALERTS", connection_json())
+    refusal = json.dumps({"status": -1, "message": "invalid or missing access token"}).encode()
+    transport = mock_transport(lambda request: httpx.Response(401, content=refusal))
+    monkeypatch.setattr(
+        SmsAsyncHook,
+        "_client",
+        lambda self, settings, build=SmsAsyncHook._client: build(self, settings, transport),
+    )
+
+    async with SmsAsyncHook("sms_alerts") as hook:
+        for call in (hook.get_npai, lambda: hook.get_webhook("9")):
+            with pytest.raises(SmsAuthError, match="password of the Airflow connection 'sms_alerts'"):
+                await call()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts
+from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts, marker_mismatch
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,16 @@ def test_the_estimate_counts_the_stop_mention_of_a_marketing_sms_with_a_sender(
 
     assert result["estimate"]["parts"] == parts
     assert result["estimate"]["length"] == 150 + (16 if parts == 2 else 0)
+
+
+def test_a_marker_mismatch_names_both_ways_to_fix_it():
+    assert marker_mismatch("Sale tonight: <-short->", 0) == (
+        "text has 1 '<-short->' marker(s) but 0 link(s) are given: add the missing URL(s) to links, one "
+        "per marker in order (each marker becomes a short URL to its link), or remove the marker(s) "
+        "without a link from the text"
+    )
+    assert marker_mismatch("Sale tonight", 1) == (
+        "text has 0 '<-short->' marker(s) but 1 link(s) are given: put a <-short-> marker in the text "
+        "where each link's short URL goes, or remove the link(s) without a marker from links"
+    )
+    assert marker_mismatch("Sale tonight: <-short->", 1) is None
