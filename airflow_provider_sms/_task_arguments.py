@@ -23,6 +23,7 @@ SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
 OnCostExceeded = Literal["fail", "skip", "ask"]
 InvalidNumbers = Literal["fail", "skip"]
 OnDuplicate = Literal["fail", "skip", "send"]
+OnNothingSent = Literal["fail", "warn"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
 # request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
 DEFAULT_BATCH_SIZE = 10_000
@@ -143,6 +144,17 @@ def check_on_duplicate(value: object) -> OnDuplicate:
     if value not in ("fail", "skip", "send"):
         raise SmsValidationError.for_value("on_duplicate", value, "use 'fail', 'skip' or 'send'")
     return value  # narrowed to OnDuplicate by the test above
+
+
+def check_on_nothing_sent(value: object) -> OnNothingSent:
+    """``value`` as what a send does when the service sent to no number, or SmsValidationError.
+
+    Checked before any request, like a gate: a value that rendered to anything else (``""``, ``None``)
+    refuses to send rather than dropping the check.
+    """
+    if value not in ("fail", "warn"):
+        raise SmsValidationError.for_value("on_nothing_sent", value, "use 'fail' or 'warn'")
+    return value  # narrowed to OnNothingSent by the test above
 
 
 def check_batch_size(value: object) -> int:

@@ -28,14 +28,22 @@ NOTIFIER_RAISES = _RELEASE >= (3, 1)
 FORM_FROM_CONN_FIELDS = _RELEASE >= (3, 2)
 
 
+class Failure:
+    """What :func:`notification_fails` yields: ``error`` is the notification's, once the block is over."""
+
+    error: Any = None
+
+
 @contextmanager
 def notification_fails(
     notifier_class: type, exc_type: type[Exception], match: str | None = None
-) -> Iterator[None]:
+) -> Iterator[Failure]:
     """The notification called in the block fails with ``exc_type``: raised (3.1+) or logged (3.0)."""
+    failure = Failure()
     if NOTIFIER_RAISES:
-        with pytest.raises(exc_type, match=match):
-            yield
+        with pytest.raises(exc_type, match=match) as info:
+            yield failure
+        failure.error = info.value
         return
     failures: list[BaseException] = []
 
@@ -49,11 +57,12 @@ def notification_fails(
     handler = Recorder(logging.ERROR)
     logger.addHandler(handler)
     try:
-        yield
+        yield failure
     finally:
         logger.removeHandler(handler)
     assert failures, f"the notifier neither raised nor logged {exc_type.__name__}"
     assert isinstance(failures[-1], exc_type), repr(failures[-1])
+    failure.error = failures[-1]
     if match is not None:
         assert re.search(match, str(failures[-1])), str(failures[-1])
 

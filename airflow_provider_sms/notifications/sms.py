@@ -9,6 +9,7 @@ from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._task_arguments import SendWindowMode, check_send_window
+from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,6 +27,12 @@ APPROVAL_TEXT = (
     "credits ({{ sms_approval.gate }}). Answer in Airflow: {{ sms_approval.link }}"
 )
 
+# What a notification that reached nobody suggests, after each filter's own fix.
+NOBODY_ADVICE = (
+    "An alert to one number is lost whenever that number is filtered: give the notifier a second "
+    "recipient (another person on call)."
+)
+
 # DAG files import this module: the hook, the models and the send window are imported when a
 # notification is sent, not when the file is parsed (see airflow_provider_sms._task_arguments).
 
@@ -35,7 +42,10 @@ class SmsNotifier(BaseNotifier):
 
     The SMS is sent once with the hook's :meth:`~airflow_provider_sms.hooks.sms.SmsHook.send`, which
     never repeats a POST /send: a notification whose outcome is unknown is reported in the log, never
-    sent twice. Example::
+    sent twice. One that reached nobody (the service filtered every number, e.g. by anti-flood after
+    a few alerts to the same number) is never called sent: the callback fails, naming each filter's
+    count and what to do (:class:`~airflow_provider_sms.exceptions.SmsNothingSentError`), and Airflow
+    logs it at error level. Give it a second recipient for alerts that must reach someone. Example::
 
         SmsSendOperator(
             task_id="send_campaign",
@@ -90,14 +100,28 @@ class SmsNotifier(BaseNotifier):
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def notify(self, context: Context) -> None:
-        """Send the SMS (once); errors are raised for the callback runner to log."""
+        """Send the SMS (once); an error, or a notification that reached nobody, fails the callback.
+
+        Airflow logs a failed callback at error level, with a traceback: raised from here, it holds
+        Airflow's frames and this one, not the hook's.
+
+        :raises SmsNothingSentError: the service filtered every number (the message says why and what
+            to do).
+        """
         from airflow_provider_sms.send_window import apply_marketing_rules
 
         data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
         if self.sender:
             data["sender"] = self.sender
-        message = apply_marketing_rules(self.hook.prepare_message(data), self.send_window, logger=self.log)
-        result = self.hook.send(message, self.recipients)
+        try:
+            message = apply_marketing_rules(
+                self.hook.prepare_message(data), self.send_window, logger=self.log
+            )
+            result = self.hook.send(message, self.recipients)
+        except SmsError as exc:
+            raise exc.with_traceback(None) from None
+        if result.sent == 0:
+            raise SmsNothingSentError(result.model_dump(), "The SMS notification", advice=NOBODY_ADVICE)
         delay = f", delayed to {message.delay} Europe/Paris" if message.delay else ""
         self.log.info("SMS notification sent: %s%s", result.summary(), delay)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from airflow_provider_sms.delay import parse_instant, to_api_delay
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
+    SmsNothingSentError,
     SmsTransportError,
     SmsValidationError,
 )
@@ -53,28 +53,31 @@ CHECK_HOW = (
 )
 
 
-@contextmanager
-def task_errors() -> Iterator[None]:
-    """Turn the provider's errors into Airflow outcomes: fail at once where retrying cannot help.
+def task_failure(exc: Exception) -> Exception:
+    """What a task raises for the provider's error ``exc``: fail at once where retrying cannot help.
 
-    Bad input and permanent API errors fail without retry; a send of unknown outcome
-    (:class:`SmsMaybeSentError`) fails without retry, since a retry could send the campaign twice;
-    :class:`SmsTransportError` (nothing was sent) propagates, for Airflow's normal retries.
+    Bad input, permanent API errors and a send that reached nobody fail without retry; a send of
+    unknown outcome (:class:`SmsMaybeSentError`) fails without retry, since a retry could send the
+    campaign twice; :class:`SmsTransportError` (nothing was sent) stays, for Airflow's normal retries.
+    The provider's frames are dropped: the message says what to fix, and Airflow logs the traceback of
+    every failure (its own frames stay).
+
+    :param exc: an error of the provider, or an ``AirflowFailException`` it raised.
     """
-    try:
-        yield
-    except SmsValidationError as exc:
-        raise AirflowFailException(f"Invalid input (not retried): {exc}") from None
-    except SmsMaybeSentError as exc:
-        raise AirflowFailException(
+    failure = exc
+    if isinstance(exc, SmsValidationError):
+        failure = AirflowFailException(f"Invalid input (not retried): {exc}")
+    elif isinstance(exc, SmsMaybeSentError):
+        failure = AirflowFailException(
             f"{exc}. The campaign may have been sent, so Airflow will not retry this task: {CHECK_HOW}."
-        ) from None
-    except SmsApiError as exc:
-        if exc.status in _PERMANENT_STATUSES:
-            raise AirflowFailException(
-                f"{exc} (not retried: another attempt would get the same answer)"
-            ) from None
-        raise
+        )
+    elif isinstance(exc, SmsNothingSentError):
+        failure = AirflowFailException(
+            f"{exc} Not retried: the campaign exists, and another attempt would meet the same filters."
+        )
+    elif isinstance(exc, SmsApiError) and exc.status in _PERMANENT_STATUSES:
+        failure = AirflowFailException(f"{exc} (not retried: another attempt would get the same answer)")
+    return failure.with_traceback(None)
 
 
 def message_to_send(

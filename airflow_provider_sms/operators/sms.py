@@ -12,10 +12,11 @@ the send guard are imported when a task runs.
 
 from __future__ import annotations
 
+import functools
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
-from airflow.providers.common.compat.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
 
 from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._task_arguments import (
@@ -24,6 +25,7 @@ from airflow_provider_sms._task_arguments import (
     InvalidNumbers,
     OnCostExceeded,
     OnDuplicate,
+    OnNothingSent,
     SendWindowMode,
     check_approval_timeout,
     check_approvers,
@@ -33,10 +35,12 @@ from airflow_provider_sms._task_arguments import (
     check_literal_message,
     check_on_cost_exceeded,
     check_on_duplicate,
+    check_on_nothing_sent,
     check_send_window,
     is_template,
 )
 from airflow_provider_sms.campaigns.link import SmsCampaignLink
+from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -48,6 +52,30 @@ if TYPE_CHECKING:
     from airflow_provider_sms.models import Message
     from airflow_provider_sms.operators._campaign_run import Campaign
     from airflow_provider_sms.operators._send_guard import SendGuard
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# Airflow's XCom key of a task's return value (XCOM_RETURN_KEY, which Airflow 3.0 keeps in its core).
+RETURN_KEY = "return_value"
+
+
+def task_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` (a task's ``execute``), with the provider's errors raised as Airflow outcomes.
+
+    See :func:`~airflow_provider_sms.operators._campaign_run.task_failure`. The outcome is raised here,
+    without the frames below: a refusal's traceback in the task log holds Airflow's frames and this one.
+    """
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except (SmsError, AirflowFailException) as exc:
+            from airflow_provider_sms.operators._campaign_run import task_failure
+
+            raise task_failure(exc) from None
+
+    return run
 
 
 class SmsBaseOperator(BaseOperator):
@@ -173,12 +201,12 @@ class SmsSimulateOperator(SmsBaseOperator):
     :param sms_conn_id: the Airflow connection of type ``sms``.
     """
 
+    @task_errors
     def execute(self, context: Context) -> dict[str, Any]:
         """Simulate every batch and return the figures added up."""
-        from airflow_provider_sms.operators._campaign_run import simulate_campaign, task_errors
+        from airflow_provider_sms.operators._campaign_run import simulate_campaign
 
-        with task_errors():
-            return simulate_campaign(self.prepare_campaign(), self.log)
+        return simulate_campaign(self.prepare_campaign(), self.log)
 
 
 class SmsSendBaseOperator(SmsBaseOperator):
@@ -212,6 +240,11 @@ class SmsSendBaseOperator(SmsBaseOperator):
         repeats a campaign on purpose). Templated.
     :param allow_resend: on a retry, send again a batch an earlier attempt may have sent (its outcome
         is unknown). Off by default: set it only after checking the service's campaign history.
+    :param on_nothing_sent: what to do when the service's answer says the campaign reached no number
+        (0 sent, every batch added up: its filters removed them all): ``fail`` (default: the task
+        fails, not retried, naming each filter's count and what to do; the result is still pushed to
+        XCom and the campaign recorded) or ``warn`` (the task succeeds, with a warning). Read from the
+        answer after the send, never a reason to send again. Templated; checked before any request.
 
     A gate given here that renders to nothing (``""``, ``None``), to NaN or to infinity fails the task
     before any request: a budget that did not arrive is not an unlimited budget.
@@ -225,6 +258,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         "min_credits_after",
         "on_duplicate",
         "approvers",
+        "on_nothing_sent",
     )
     ui_color = "#fadbd8"
     sends = True
@@ -242,6 +276,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         min_credits_after: int | str | None = None,
         on_duplicate: OnDuplicate | str = "fail",
         allow_resend: bool = False,
+        on_nothing_sent: OnNothingSent | str = "fail",
         approvers: Sequence[str | Mapping[str, str]] | str | None = None,
         approval_timeout: dt.timedelta | None = DEFAULT_APPROVAL_TIMEOUT,
         approval_notifiers: Sequence[Callable[[Context], Any]] = (),
@@ -253,6 +288,8 @@ class SmsSendBaseOperator(SmsBaseOperator):
             check_on_cost_exceeded(on_cost_exceeded)
         if not is_template(on_duplicate):
             check_on_duplicate(on_duplicate)
+        if not is_template(on_nothing_sent):
+            check_on_nothing_sent(on_nothing_sent)
         if not is_template(approvers):
             check_approvers(approvers)
         self.approvers = approvers
@@ -264,6 +301,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         self.min_credits_after = min_credits_after
         self.on_duplicate = on_duplicate
         self.allow_resend = allow_resend
+        self.on_nothing_sent = on_nothing_sent
         # The gates the DAG set: once rendered, each must be a number (a gate fails closed).
         self.gates_given = tuple(
             name
@@ -330,15 +368,15 @@ class SmsSendBaseOperator(SmsBaseOperator):
                 guard.key,
             )
 
+    @task_errors
     def execute(self, context: Context) -> dict[str, Any]:
         """Validate, gate, then send batch by batch under the guard; return the result dict."""
-        from airflow_provider_sms.operators._campaign_run import task_errors
         from airflow_provider_sms.operators._send_guard import SendGuard
 
-        with task_errors():
-            result = self.send(context, SendGuard.for_task_instance(context["ti"]))
+        result = self.send(context, SendGuard.for_task_instance(context["ti"]))
         return self.finish(context, result)
 
+    @task_errors
     def execute_complete(
         self, context: Context, event: dict[str, Any], asked: dict[str, Any]
     ) -> dict[str, Any]:
@@ -352,13 +390,11 @@ class SmsSendBaseOperator(SmsBaseOperator):
         :param asked: what the question showed (carried by Airflow with the wait).
         """
         from airflow_provider_sms.operators._approval import take_answer
-        from airflow_provider_sms.operators._campaign_run import task_errors
         from airflow_provider_sms.operators._send_guard import SendGuard
 
-        with task_errors():
-            guard = SendGuard.for_task_instance(context["ti"])
-            take_answer(self, context, event, asked, guard)
-            result = self.send(context, guard)
+        guard = SendGuard.for_task_instance(context["ti"])
+        take_answer(self, context, event, asked, guard)
+        result = self.send(context, guard)
         return self.finish(context, result)
 
     def send(self, context: Context, guard: SendGuard) -> dict[str, Any]:
@@ -368,6 +404,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
         from airflow_provider_sms.operators._approval import ApprovalNeeded, ask
         from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign
 
+        self.on_nothing_sent = check_on_nothing_sent(self.on_nothing_sent)
         self.check_delivery_waits(guard)
         gates = read_gates(
             max_cost=self.max_cost,
@@ -396,12 +433,29 @@ class SmsSendBaseOperator(SmsBaseOperator):
         return result
 
     def finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
-        """The result, with its ticket pushed under its own XCom key too."""
+        """The result, with its ticket pushed under its own XCom key too; then ``on_nothing_sent``."""
         if self.do_xcom_push:
             # Under its own key too: `send.output["ticket"]` pulls the XCom key "ticket", so that an
             # XComArg can feed SmsNpaiSensor(campaign_id=...) directly.
             context["ti"].xcom_push(key="ticket", value=result["ticket"])
+        if result["sent"] == 0:
+            self.nothing_sent(context, result)
         return result
+
+    def nothing_sent(self, context: Context, result: dict[str, Any]) -> None:
+        """A campaign that reached no number: warn, or fail once the result is in XCom.
+
+        The send is over (recorded in the guard and the campaign record): this reads its answer, and
+        the failure is not retried (:func:`~._campaign_run.task_failure`).
+        """
+        if self.on_nothing_sent == "warn":
+            error = SmsNothingSentError(result, "The campaign", "The task succeeds: on_nothing_sent='warn'.")
+            self.log.warning("%s", error)
+            return
+        if self.do_xcom_push:
+            # Airflow pushes no return value for a failed task: the result goes under its key here.
+            context["ti"].xcom_push(key=RETURN_KEY, value=result)
+        raise SmsNothingSentError(result, "The campaign", "on_nothing_sent='warn' lets such a send succeed.")
 
 
 class SmsSendOperator(SmsSendBaseOperator):

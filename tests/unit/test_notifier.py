@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import traceback
 from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_sms.exceptions import SmsMaybeSentError, SmsValidationError
+from airflow_provider_sms.exceptions import (
+    SmsAuthError,
+    SmsMaybeSentError,
+    SmsNothingSentError,
+    SmsValidationError,
+)
 from airflow_provider_sms.notifications.sms import SmsNotifier, send_sms_notification
 from tests.compat import notification_fails
 
@@ -62,3 +68,52 @@ def test_notifier_validates_before_sending(requests_mock):
 def test_alias_and_template_fields():
     assert send_sms_notification is SmsNotifier
     assert {"text", "recipients"} <= set(SmsNotifier.template_fields)
+
+
+FLOODED = {**RESULT, "ticket": "5000008", "cost": 0, "credits": 10, "sent": 0, "flood": 1}
+
+
+def test_a_notification_that_reached_nobody_is_not_called_sent_and_fails_naming_why(requests_mock, capsys):
+    requests_mock.post(f"{BASE_URL}/send", json=FLOODED)
+
+    with notification_fails(SmsNotifier, SmsNothingSentError) as failure:
+        SmsNotifier(text="nightly.load failed", recipients=["33612345678"])(callback_context())
+
+    assert requests_mock.call_count == 1  # never sent again
+    assert "SMS notification sent" not in capsys.readouterr().out
+    text = str(failure.error)
+    assert text.startswith(
+        "The SMS notification reached nobody: 0 of 1 numbers sent, 1 filtered (flood 1), ticket 5000008. "
+        "flood: messages held back by the service's anti-flood"
+    )
+    assert "give the notifier a second recipient" in text
+    assert failure.error.figures["flood"] == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "raised"),
+    [
+        ({"status_code": 502}, SmsMaybeSentError),
+        (
+            {"json": {"status": -1, "message": "invalid or missing access token"}, "status_code": 401},
+            SmsAuthError,
+        ),
+        ({"json": FLOODED}, SmsNothingSentError),
+    ],
+)
+def test_a_failed_notification_carries_no_frame_of_the_provider_below_notify(requests_mock, answer, raised):
+    """Airflow logs a failed callback with its traceback: the provider's part of it is one frame."""
+    requests_mock.post(f"{BASE_URL}/send", **answer)
+    notifier = SmsNotifier(text="down", recipients="33612345678")
+
+    with notification_fails(SmsNotifier, raised) as failure:
+        notifier(callback_context())
+
+    error = failure.error
+    assert "".join(traceback.format_exception(error)).count("Traceback") == 1  # nothing chained
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if "airflow_provider_sms" in frame.filename
+    ]
+    assert [frame.name for frame in frames] == ["notify"]

@@ -6,6 +6,9 @@ import datetime
 import io
 import itertools
 import json
+import re
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pendulum
@@ -13,7 +16,13 @@ import pytest
 import requests
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms.exceptions import SmsApiError, SmsTransportError, SmsValidationError
+from airflow_provider_sms.exceptions import (
+    FILTER_MEANINGS,
+    SmsApiError,
+    SmsTransportError,
+    SmsValidationError,
+)
+from airflow_provider_sms.models import FILTER_FIELDS
 from airflow_provider_sms.operators._send_guard import guard_key
 from airflow_provider_sms.operators.sms import (
     SmsSendListsOperator,
@@ -26,7 +35,6 @@ from .conftest import BASE_URL, TOKEN, connection_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 NUMBERS = ["33612345678", "33612345679", "33612345680"]
 FUTURE = "2030-07-01T08:00:00+00:00"  # 10:00 in Paris (summer time)
@@ -676,3 +684,126 @@ def test_the_delivery_wait_check_runs_before_a_first_send_and_not_when_a_send_re
     send.check_delivery_waits(types.SimpleNamespace(batches={0: object()}))  # type: ignore[arg-type]
     lone.check_delivery_waits(first_try)  # type: ignore[arg-type]
     assert requests_mock.call_count == 0
+
+
+# ------------------------------------------------------------------------- a send that reached nobody
+
+
+def test_a_send_that_reached_nobody_fails_once_everything_is_recorded_and_is_never_sent_again(
+    requests_mock, variables
+):
+    Service(filtered=3).mount(requests_mock)  # the service filters all 3 numbers (as invalid)
+    ctx = context()
+
+    with pytest.raises(AirflowFailException) as info:
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(ctx)
+
+    text = str(info.value)
+    assert text.startswith(
+        "The campaign reached nobody: 0 of 3 numbers sent, 3 filtered (invalid 3), ticket 101. invalid: "
+        "numbers the service does not take as valid: check their country code and length. "
+        "on_nothing_sent='warn' lets such a send succeed. Not retried: the campaign exists"
+    )
+    # The answer is read after the send: the result, the ticket, the record and the guard are all there.
+    assert ctx["ti"].xcoms.keys() == {"return_value", "ticket", "sms_campaign"}
+    assert ctx["ti"].xcoms["return_value"]["sent"] == 0
+    (record,) = json.loads(guard_of(variables))["batches"].values()
+    assert record["state"] == "sent"
+    # A clear runs the task again: the guard answers, nothing is posted, the task fails the same way.
+    with pytest.raises(AirflowFailException, match="reached nobody"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS).execute(context())
+    assert calls(requests_mock, "/send") == 1
+
+
+def test_nothing_sent_counts_every_batch_of_the_campaign(requests_mock):
+    nobody = {"status": 1, "message": "OK", "cost": 0, "credits": 10, "total": 2, "sent": 0, "blacklisted": 2}
+    one = {**nobody, "cost": 1, "credits": 9, "sent": 1, "blacklisted": 1}
+    recipients = [f"336000000{i:02d}" for i in range(4)]
+    arguments = {"task_id": "send", "message": "Hi", "recipients": recipients, "batch_size": 2}
+    answers = [{"json": {**nobody, "ticket": "1"}}, {"json": {**one, "ticket": "2"}}]
+    requests_mock.post(f"{BASE_URL}/send", answers)
+
+    assert SmsSendOperator(**arguments).execute(context())["sent"] == 1  # 0 + 1: someone was reached
+
+    answers = [{"json": {**nobody, "ticket": "3"}}, {"json": {**nobody, "ticket": "4"}}]
+    requests_mock.post(f"{BASE_URL}/send", answers)
+    with pytest.raises(
+        AirflowFailException, match=r"0 of 4 numbers sent, 4 filtered \(blacklisted 4\), tickets 3, 4"
+    ):
+        SmsSendOperator(**arguments, on_duplicate="send").execute(context("run_b"))
+
+
+def test_every_filter_of_the_result_has_its_meaning_and_fix():
+    assert tuple(FILTER_MEANINGS) == FILTER_FIELDS
+
+
+def test_on_nothing_sent_warn_succeeds_with_the_same_explanation(requests_mock, capsys):
+    Service(filtered=10).mount(requests_mock)  # the 10 numbers of list 1
+    ctx = context()
+
+    result = SmsSendListsOperator(task_id="send", message="Hi", lists=[1], on_nothing_sent="warn").execute(
+        ctx
+    )
+
+    assert result["sent"] == 0
+    assert ctx["ti"].xcoms.keys() == {"ticket", "sms_campaign"}  # the return value is Airflow's to push
+    # The task log's warning level, as Airflow 3.1+ (structlog) and 3.0 write it.
+    line = r"(\[warning\s*\]|WARNING -) The campaign reached nobody: 0 of 10 numbers sent, 10 filtered"
+    out = capsys.readouterr().out
+    assert re.search(line + r".*The task succeeds: on_nothing_sent='warn'\.", out), out
+
+
+@pytest.mark.parametrize("rendered", ["maybe", "", "None"])
+def test_a_templated_on_nothing_sent_is_checked_before_any_request(requests_mock, rendered):
+    operator = SmsSendOperator(
+        task_id="send", message="Hi", recipients=NUMBERS, on_nothing_sent="{{ params.on_nothing_sent }}"
+    )
+    operator.render_template_fields({"params": {"on_nothing_sent": rendered}})
+
+    with pytest.raises(AirflowFailException, match=rf"on_nothing_sent={rendered!r}: use 'fail' or 'warn'"):
+        operator.execute(context())
+    assert requests_mock.call_count == 0
+
+
+def test_a_literal_on_nothing_sent_is_checked_when_the_dag_is_parsed():
+    with pytest.raises(SmsValidationError, match="on_nothing_sent='skip': use 'fail' or 'warn'"):
+        SmsSendOperator(task_id="send", message="Hi", recipients=NUMBERS, on_nothing_sent="skip")
+    assert "on_nothing_sent" in SmsSendOperator.template_fields
+    assert "on_nothing_sent" in SmsSendListsOperator.template_fields
+
+
+# --------------------------------------------------------------------- one line in the task log
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "answer", "error"),
+    [
+        ({"recipients": ["0612345678"]}, None, r"Invalid input \(not retried\): recipients"),
+        (
+            {},
+            {"status_code": 401, "json": {"status": -1, "message": "bad token"}},
+            "connection 'sms_default'",
+        ),
+        ({}, {"json": {"status": -8, "message": "held"}}, "may have been sent"),
+        ({"max_cost": 1}, None, "Gate refused the send"),
+    ],
+)
+def test_a_refusal_carries_one_frame_of_the_provider_and_nothing_chained(
+    requests_mock, kwargs, answer, error
+):
+    """Airflow logs a failed task's traceback: the provider's part of it is the one frame that raised."""
+    Service().mount(requests_mock)
+    if answer is not None:
+        requests_mock.post(f"{BASE_URL}/send", **answer)
+    arguments = {"task_id": "send", "message": "Hi", "recipients": NUMBERS, **kwargs}
+
+    with pytest.raises(AirflowFailException, match=error) as info:
+        SmsSendOperator(**arguments).execute(context())
+
+    frames = [
+        frame
+        for frame in traceback.extract_tb(info.value.__traceback__)
+        if "airflow_provider_sms" in frame.filename
+    ]
+    assert [(Path(frame.filename).name, frame.name) for frame in frames] == [("sms.py", "run")]
+    assert "".join(traceback.format_exception(info.value)).count("Traceback") == 1
