@@ -3,8 +3,8 @@
 A trigger yields exactly one event, a plain dict (it travels through the Airflow database), read by
 its sensor's ``execute_complete``. Success events carry what the sensor returns (or, for the
 delivery reports, what it needs to read the rest); :class:`WaitFailed` says why the wait ended
-without success. The sensors import this module when a task runs (its types for type checking only),
-so DAG files do not load it.
+without success, :class:`WaitTimedOut` that the sensor's timeout passed first. The sensors import
+this module when a task runs (its types for type checking only), so DAG files do not load it.
 """
 
 from __future__ import annotations
@@ -60,6 +60,18 @@ class WaitFailed(TypedDict):
     status: Literal["error"]
     error: ErrorKind
     api_status: int | None
+    message: str
+
+
+class WaitTimedOut(TypedDict):
+    """The sensor's timeout passed before the wait was over: the sensor fails, or skips with ``soft_fail``.
+
+    ``timeout_at`` is the instant (ISO 8601 with offset) the timeout fell at; ``message`` says what was
+    still awaited.
+    """
+
+    status: Literal["timeout"]
+    timeout_at: str
     message: str
 
 

@@ -5,7 +5,9 @@ All run in ``mode="poke"``, ``mode="reschedule"`` or with ``deferrable=True`` (t
 an async trigger in the triggerer), and decide with the same conditions in every mode. Waiting
 cannot fix an unknown webhook, a rejected token or bad input: those fail at once. A transient read
 error (connection, 429, 5xx, after the hook's own retries) only means "not yet": the sensor's
-``timeout`` still bounds the wait.
+``timeout`` still bounds the wait. In deferrable mode the trigger is given the instant the timeout
+falls at (counted from the task's start, as Airflow counts it in poke mode) and ends itself there, so
+the wait ends on time in the triggerer and under ``airflow dags test`` alike.
 
 DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
 exceptions; the hook, the models, the wait conditions and the triggers are imported when a task runs.
@@ -23,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import (
     AirflowFailException,
     AirflowNotFoundException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
     BaseSensorOperator,
     PokeReturnValue,
     conf,
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
         NpaiFound,
         NpaiMatches,
         WaitFailed,
+        WaitTimedOut,
         WebhookReady,
     )
     from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter
@@ -65,14 +70,21 @@ if TYPE_CHECKING:
         SmsWebhookTrigger,
     )
 
+# Airflow's own deferral timeout is only the backstop for a trigger that cannot report (no triggerer
+# running): it falls this long after the trigger's own timeout event, which every Airflow version turns
+# into the poke-mode failure or skip (3.0 fails a soft_fail sensor on its own deferral timeout).
+DEFERRAL_TIMEOUT_GRACE = timedelta(minutes=1)
+
 
 class SmsBaseSensor(BaseSensorOperator):
-    """What both SMS sensors share: the hook, the deferral and the handling of errors.
+    """What the SMS sensors share: the hook, the deferral and the handling of errors.
 
     :param sms_conn_id: the Airflow connection of type ``sms``.
     :param deferrable: hand the wait to an async trigger (frees the worker slot). The trigger polls
         every ``poke_interval`` (doubling it with ``exponential_backoff``, up to ``max_wait``) and
-        the task fails with ``AirflowSensorTimeout`` after ``timeout``, as in poke mode.
+        ends itself at ``timeout`` after the task's start: the task then fails with
+        ``AirflowSensorTimeout``, or is skipped with ``soft_fail``, as in poke mode. This holds under
+        ``airflow dags test`` too, whose inline trigger loop ignores Airflow's deferral timeout.
     """
 
     template_fields: Sequence[str] = ("sms_conn_id",)
@@ -87,6 +99,7 @@ class SmsBaseSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.sms_conn_id = sms_conn_id
         self.deferrable = deferrable
+        self._started: datetime | None = None
 
     @cached_property
     def hook(self) -> SmsHook:
@@ -104,20 +117,36 @@ class SmsBaseSensor(BaseSensorOperator):
         """One look at the service (poke and reschedule modes)."""
 
     @abc.abstractmethod
-    def trigger(self) -> SmsPollingTrigger:
-        """The trigger that waits in deferrable mode."""
+    def trigger(self, timeout_at: datetime) -> SmsPollingTrigger:
+        """The trigger that waits in deferrable mode.
 
-    def _polling_kwargs(self) -> dict[str, Any]:
+        :param timeout_at: when the sensor's timeout ends the wait.
+        """
+
+    def _polling_kwargs(self, timeout_at: datetime) -> dict[str, Any]:
         max_wait = self.max_wait.total_seconds() if self.max_wait else None
         return {
             "sms_conn_id": self.sms_conn_id,
             "poke_interval": self.poke_interval,
             "exponential_backoff": self.exponential_backoff,
             "max_wait": max_wait,
+            "timeout_at": timeout_at.isoformat(),
         }
+
+    def first_start(self, context: Context) -> datetime:
+        """When the wait started, as Airflow counts the sensor's timeout: the task's start, or in
+        reschedule mode, where each poke is a new start, the first poke's.
+
+        :param context: the task's context (its ``ti``; none in tests that call ``execute`` directly).
+        """
+        ti = context.get("ti")
+        first = ti.get_first_reschedule_date(context) if self.reschedule and ti is not None else None
+        started: datetime | None = first or getattr(ti, "start_date", None)
+        return started or datetime.now(timezone.utc)
 
     def execute(self, context: Context) -> Any:
         """Check the input, then wait here (poke/reschedule) or in the triggerer (deferrable)."""
+        self._started = self.first_start(context)
         try:
             self.check_inputs()
         except SmsValidationError as exc:
@@ -126,9 +155,9 @@ class SmsBaseSensor(BaseSensorOperator):
             return super().execute(context)
         # No first poke on the worker: in deferrable mode all the waiting happens in the triggerer.
         self.defer(
-            trigger=self.trigger(),
+            trigger=self.trigger(self._started + timedelta(seconds=self.timeout)),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+            timeout=timedelta(seconds=self.timeout) + DEFERRAL_TIMEOUT_GRACE,
         )
         return None
 
@@ -143,15 +172,19 @@ class SmsBaseSensor(BaseSensorOperator):
             self.log.warning("could not read the service (%s); poking again later", exc)
             return PokeReturnValue(is_done=False)
 
-    @staticmethod
-    def wait_failure(event: WaitFailed) -> Exception:
-        """The error that ends the task for the trigger's error event: at once when waiting cannot cure it.
+    def wait_failure(self, event: WaitFailed | WaitTimedOut) -> Exception:
+        """The error that ends the task for the trigger's error or timeout event.
+
+        A timeout fails the task with ``AirflowSensorTimeout``, or skips it with ``soft_fail``, as in
+        poke mode; an error waiting cannot cure fails it at once.
 
         :param event: what the trigger yielded (an old trigger's event may lack some keys).
         """
         from airflow_provider_sms._trigger_events import FATAL_ERRORS
 
         message = event.get("message") or f"the trigger ended with {event!r}"
+        if event["status"] == "timeout":
+            return AirflowSkipException(message) if self.soft_fail else AirflowSensorTimeout(message)
         if event.get("error") in FATAL_ERRORS:
             return AirflowFailException(message)
         return SmsError(message)
@@ -214,19 +247,24 @@ class SmsWebhookSensor(SmsBaseSensor):
         )
         return PokeReturnValue(is_done=done, xcom_value=webhook.model_dump(mode="json") if done else None)
 
-    def trigger(self) -> SmsWebhookTrigger:
-        """The async trigger polling GET /webhook/:id."""
+    def trigger(self, timeout_at: datetime) -> SmsWebhookTrigger:
+        """The async trigger polling GET /webhook/:id.
+
+        :param timeout_at: when the sensor's timeout ends the wait.
+        """
         from airflow_provider_sms.triggers.sms import SmsWebhookTrigger
 
         return SmsWebhookTrigger(
             webhook_id=str(self.webhook_id),
             expected_status=self.expected_status,
             require_healthy=self.require_healthy,
-            **self._polling_kwargs(),
+            **self._polling_kwargs(timeout_at),
         )
 
-    def execute_complete(self, context: Context, event: WebhookReady | WaitFailed) -> dict[str, Any]:
-        """The webhook record of the trigger's success event (XCom), or the failure it reports."""
+    def execute_complete(
+        self, context: Context, event: WebhookReady | WaitFailed | WaitTimedOut
+    ) -> dict[str, Any]:
+        """The webhook record of the trigger's success event (XCom), or the failure or timeout it reports."""
         if event["status"] == "success":
             return event["webhook"]
         raise self.wait_failure(event)
@@ -295,14 +333,18 @@ class SmsNpaiSensor(SmsBaseSensor):
         )
         return PokeReturnValue(is_done=done, xcom_value=npai_result(matches) if done else None)
 
-    def trigger(self) -> SmsNpaiTrigger:
-        """The async trigger polling GET /npai."""
+    def trigger(self, timeout_at: datetime) -> SmsNpaiTrigger:
+        """The async trigger polling GET /npai.
+
+        :param timeout_at: when the sensor's timeout ends the wait.
+        """
         from airflow_provider_sms.triggers.sms import SmsNpaiTrigger
 
-        return SmsNpaiTrigger(**self.npai_filter.to_kwargs(), **self._polling_kwargs())
+        return SmsNpaiTrigger(**self.npai_filter.to_kwargs(), **self._polling_kwargs(timeout_at))
 
-    def execute_complete(self, context: Context, event: NpaiFound | WaitFailed) -> NpaiMatches:
-        """The matching entries of the trigger's success event (XCom), or the failure it reports."""
+    def execute_complete(self, context: Context, event: NpaiFound | WaitFailed | WaitTimedOut) -> NpaiMatches:
+        """The matching entries of the trigger's success event (XCom), or the failure or timeout it
+        reports."""
         if event["status"] == "success":
             return event["npai"]
         raise self.wait_failure(event)
@@ -362,7 +404,6 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         # Not templated when literal: checked now, so a DAG with a bad value fails when it is parsed.
         if not isinstance(min_final_share, str):
             check_final_share(min_final_share)
-        self._started: datetime | None = None
         self._deadline_at: datetime | None = None
 
     @cached_property
@@ -388,14 +429,6 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
             f"the campaign goes out, {counted_from.isoformat()}" if wait.delivery_at else "the task started",
         )
 
-    def execute(self, context: Context) -> Any:
-        """Note when the task started (the deadline's start without a delivery time), then wait."""
-        ti = context.get("ti")
-        # In reschedule mode each poke is a new start: the first one's date is the wait's start.
-        first = ti.get_first_reschedule_date(context) if self.reschedule and ti is not None else None
-        self._started = first or getattr(ti, "start_date", None) or datetime.now(timezone.utc)
-        return super().execute(context)
-
     def summary_request(self, *, with_failed: bool = False) -> SummaryRequest:
         """Where the receiver's summary is, and the key to read it (both from the connection)."""
         from airflow_provider_sms.delivery_reports.client import ReceiverAccess, SummaryRequest
@@ -419,8 +452,12 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self.finish(complete))
 
-    def trigger(self) -> SmsDeliveryReportsTrigger:
-        """The async trigger polling the receiver's summary."""
+    def trigger(self, timeout_at: datetime) -> SmsDeliveryReportsTrigger:
+        """The async trigger polling the receiver's summary.
+
+        :param timeout_at: when the sensor's timeout ends the wait (``deadline`` returns the counts
+            known when it comes first).
+        """
         from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
 
         if self._deadline_at is None:
@@ -429,15 +466,15 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
             summary_url=self.summary_request().url,
             deadline=self._deadline_at.isoformat(),
             **self.wait.to_kwargs(),
-            **self._polling_kwargs(),
+            **self._polling_kwargs(timeout_at),
         )
 
     def execute_complete(
-        self, context: Context, event: DeliveryReportsCounted | WaitFailed
+        self, context: Context, event: DeliveryReportsCounted | WaitFailed | WaitTimedOut
     ) -> dict[str, Any]:
         """The counts, with the failed numbers read now (the trigger's event does not carry them).
 
-        The failure the trigger's error event reports ends the task instead.
+        The failure or timeout the trigger's other events report ends the task instead.
         """
         if event["status"] == "success":
             return self.finish(bool(event.get("complete")))

@@ -6,6 +6,11 @@ delivery-report receiver's summary on the Airflow API server; nothing that sends
 Transient read errors (connection, 429, 5xx) are retried inside the poll loop; an unknown id, a
 rejected token or bad input end the wait with an error event.
 
+Each trigger ends itself at its sensor's timeout (``timeout_at``, an instant fixed when the sensor
+started), with a timeout event: so the wait ends on time wherever the trigger runs, in the triggerer
+(after a restart too: the instant is serialized) or inline under ``airflow dags test``, which ignores
+the deferral's timeout.
+
 The conditions they wait for are those of the sensors' ``poke``
 (:mod:`airflow_provider_sms._wait_conditions`), so every mode decides the same way; the one event
 each trigger yields has a shape of :mod:`airflow_provider_sms._trigger_events`, which the sensors'
@@ -27,10 +32,12 @@ from airflow_provider_sms._off_loop import QUICK, off_loop
 from airflow_provider_sms._trigger_events import (
     DeliveryReportsCounted,
     NpaiFound,
+    WaitTimedOut,
     WebhookReady,
     wait_failed,
 )
 from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter, npai_result, webhook_ready
+from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import SmsError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
 
@@ -48,6 +55,8 @@ class SmsPollingTrigger(BaseTrigger):
     :param poke_interval: seconds between polls.
     :param exponential_backoff: double the wait after each poll that did not succeed.
     :param max_wait: longest wait between polls when backing off (seconds; no cap when ``None``).
+    :param timeout_at: when the sensor's timeout ends the wait (ISO 8601 with offset); ``None`` (a
+        trigger serialized by an earlier version) leaves it to Airflow's deferral timeout.
     """
 
     def __init__(
@@ -57,6 +66,7 @@ class SmsPollingTrigger(BaseTrigger):
         poke_interval: float = 60.0,
         exponential_backoff: bool = False,
         max_wait: float | None = None,
+        timeout_at: str | None = None,
     ) -> None:
         # BaseTrigger.__init__ has no annotations; untyped_calls_exclude does not reach calls via super().
         super().__init__()  # type: ignore[no-untyped-call]
@@ -64,6 +74,7 @@ class SmsPollingTrigger(BaseTrigger):
         self.poke_interval = float(poke_interval)
         self.exponential_backoff = exponential_backoff
         self.max_wait = max_wait
+        self.timeout_at = None if timeout_at is None else parse_instant(timeout_at, field="timeout_at")
 
     def _base_kwargs(self) -> dict[str, Any]:
         return {
@@ -71,14 +82,43 @@ class SmsPollingTrigger(BaseTrigger):
             "poke_interval": self.poke_interval,
             "exponential_backoff": self.exponential_backoff,
             "max_wait": self.max_wait,
+            "timeout_at": None if self.timeout_at is None else self.timeout_at.in_tz("UTC").isoformat(),
         }
 
     @abc.abstractmethod
     async def poll(self, hook: SmsAsyncHook) -> SuccessEvent | None:
         """One look at the service: the success event when the wait is over, else ``None``."""
 
+    @abc.abstractmethod
+    def waiting_for(self) -> str:
+        """What the wait is for, in words (the timeout event's message)."""
+
+    def next_wait(self, wait: float) -> float | None:
+        """``wait``, cut to the time left before the sensor's timeout; ``None`` once the timeout has passed.
+
+        :param wait: the seconds the poll loop would wait before its next poll.
+        """
+        if self.timeout_at is None:
+            return wait
+        left = self.timeout_at.timestamp() - datetime.now(timezone.utc).timestamp()
+        return min(wait, left) if left > 0 else None
+
+    def timed_out(self) -> WaitTimedOut:
+        """The timeout event, naming what was still awaited and when the timeout fell."""
+        if self.timeout_at is None:
+            raise RuntimeError("only a trigger given timeout_at times out by itself")
+        at = self.timeout_at.in_tz("UTC").isoformat()
+        message = (
+            f"Sensor has timed out: still waiting for {self.waiting_for()} at {at}, the end of the "
+            "sensor's timeout (counted from the task's start)"
+        )
+        return {"status": "timeout", "timeout_at": at, "message": message}
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll until success or a failure that waiting cannot cure; yield exactly one event."""
+        """Poll until success, a failure that waiting cannot cure or the sensor's timeout; yield one event.
+
+        Each poll is followed by a wait cut to the time left, so the last poll falls at the timeout.
+        """
         async with SmsAsyncHook(self.sms_conn_id) as hook:
             try:
                 await hook.get_settings()
@@ -88,12 +128,12 @@ class SmsPollingTrigger(BaseTrigger):
                 return
             interval = self.poke_interval
             while True:
+                problem = None
                 try:
                     event = await self.poll(hook)
                 except SmsTransportError as exc:
-                    # Connection errors, 429 and 5xx: the next poll retries; the sensor's timeout bounds it.
-                    wait = max(interval, exc.retry_after or 0.0)
-                    self.log.warning("%s; polling again in %.1fs", exc, wait)
+                    # Connection errors, 429 and 5xx: the next poll retries, until the sensor's timeout.
+                    problem, wait = exc, max(interval, exc.retry_after or 0.0)
                 except SmsError as exc:
                     self.log.error("%s", exc)
                     yield TriggerEvent(wait_failed(exc))
@@ -103,7 +143,15 @@ class SmsPollingTrigger(BaseTrigger):
                         yield TriggerEvent(event)
                         return
                     wait = interval
-                await asyncio.sleep(wait)
+                cut = self.next_wait(wait)
+                if cut is None:
+                    timed_out = self.timed_out()
+                    self.log.warning("%s", timed_out["message"])
+                    yield TriggerEvent(timed_out)
+                    return
+                if problem is not None:
+                    self.log.warning("%s; polling again in %.1fs", problem, cut)
+                await asyncio.sleep(cut)
                 if self.exponential_backoff:
                     interval = min(interval * 2, self.max_wait or float("inf"))
 
@@ -140,6 +188,11 @@ class SmsWebhookTrigger(SmsPollingTrigger):
                 **self._base_kwargs(),
             },
         )
+
+    def waiting_for(self) -> str:
+        """The webhook and the state awaited, in words."""
+        healthy = " with a 2xx last call" if self.require_healthy else ""
+        return f"webhook {self.webhook_id} to be {self.expected_status}{healthy}"
 
     async def poll(self, hook: SmsAsyncHook) -> WebhookReady | None:
         """Read the webhook; success when it is in the expected state."""
@@ -190,6 +243,10 @@ class SmsNpaiTrigger(SmsPollingTrigger):
             f"{type(self).__module__}.{type(self).__qualname__}",
             {**self.npai_filter.to_kwargs(), **self._base_kwargs()},
         )
+
+    def waiting_for(self) -> str:
+        """The NPAI entries awaited, in words."""
+        return self.npai_filter.describe()
 
     async def poll(self, hook: SmsAsyncHook) -> NpaiFound | None:
         """Read every page of the list; success when enough entries match."""
@@ -245,6 +302,14 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
                 "deadline": self.deadline,
                 **self._base_kwargs(),
             },
+        )
+
+    def waiting_for(self) -> str:
+        """The share of final statuses awaited, in words."""
+        campaigns = ", ".join(map(str, self.wait.campaign_ids))
+        return (
+            f"{self.wait.min_final_share:.0%} of {self.wait.expected} message(s) of campaign(s) {campaigns} "
+            f"to have a final status (or the deadline {self.deadline})"
         )
 
     async def poll(self, hook: SmsAsyncHook) -> DeliveryReportsCounted | None:

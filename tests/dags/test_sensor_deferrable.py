@@ -6,12 +6,17 @@ GET /npai until the campaign's entry shows up, and the entries reach the downstr
 The connection is given as an ``AIRFLOW_CONN_...`` variable, or stored in the metadata database with
 ``airflow connections add``: since Airflow 3.1 the inline trigger reads connections through comms that
 answer only blocking calls, and the provider must find the database's connection there too.
+
+A wait for something that never comes ends at the sensor's timeout, failed or (``soft_fail``) skipped:
+`airflow dags test` runs the trigger inline and ignores Airflow's deferral timeout, so only the
+trigger's own timeout ends it.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +30,8 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
 DAG_FILE = Path(__file__).parent / "sensor_dags" / "sms_npai_deferrable.py"
+TIMEOUT_DAG_FILE = Path(__file__).parent / "sensor_dags" / "sms_wait_timeout.py"
+TIMEOUT, POKE_INTERVAL = 20, 2  # the timeout DAG's
 UNREACHABLE = "33700000042"  # the sandbox turns 337000... numbers into NPAI entries once sent to
 
 
@@ -80,3 +87,36 @@ def test_deferrable_npai_sensor_waits_in_the_trigger_for_the_sent_campaign(
     assert result["npai"]["count"] == 1
     assert result["npai"]["destinations"] == [UNREACHABLE]
     assert result["npai"]["entries"][0]["campaign_id"] == int(campaign["ticket"])
+
+
+@pytest.mark.parametrize("wait", ["npai", "webhook"])
+@pytest.mark.parametrize("soft_fail", [True, False], ids=["soft_fail", "no_soft_fail"])
+def test_a_deferrable_wait_ends_at_the_sensors_timeout_under_dags_test(
+    sms_sandbox: Any, run_dag_test: Any, wait: str, soft_fail: bool
+) -> None:
+    started = time.monotonic()
+    process = run_dag_test(
+        TIMEOUT_DAG_FILE,
+        "sms_wait_timeout",
+        {
+            "AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json("json"),
+            "SMS_TEST_WAIT": wait,
+            "SMS_TEST_TIMEOUT": str(TIMEOUT),
+            "SMS_TEST_SOFT_FAIL": "1" if soft_fail else "0",
+        },
+    )
+    elapsed = time.monotonic() - started
+
+    output = process.stdout + process.stderr
+    assert "running trigger in line" in output
+    assert "Sensor has timed out: still waiting for" in output, output[-6000:]
+    # One poll every 2 s from the task's start, the last one at the timeout; then the run ends.
+    polls = sms_sandbox.inspect.requests()[f"/{wait}"]
+    assert 2 <= polls <= TIMEOUT // POKE_INTERVAL + 1, polls
+    assert elapsed < 60, f"airflow dags test took {elapsed:.0f}s"
+    if soft_fail:
+        assert process.returncode == 0, output[-6000:]
+        assert "state=skipped" in output, output[-6000:]
+    else:
+        assert process.returncode != 0, output[-6000:]
+        assert "AirflowSensorTimeout" in output, output[-6000:]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
-from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout, TaskDeferred
 
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
@@ -183,3 +184,24 @@ async def test_webhook_trigger_waits_for_live(sandbox, monkeypatch):
 
     assert payload["webhook"]["status"] == "live"
     assert polls == 2
+
+
+async def test_a_deferred_wait_ends_at_its_sensors_timeout(sandbox):
+    sensor = SmsNpaiSensor(task_id="n", campaign_id=4242, deferrable=True, poke_interval=0.2, timeout=1)
+    with pytest.raises(TaskDeferred) as info:
+        sensor.execute({})
+    # As the triggerer runs it: rebuilt from what the database stores.
+    classpath, kwargs = info.value.trigger.serialize()
+    assert classpath.endswith(".SmsNpaiTrigger")
+
+    started = time.monotonic()
+    payload = await first_event(SmsNpaiTrigger(**kwargs))
+
+    assert payload["status"] == "timeout"
+    assert time.monotonic() - started < 5  # at its 1 s timeout, not at this test's 60 s bound
+    # A poll every 0.2 s from the sensor's start, the last one at its timeout.
+    assert 2 <= sandbox.inspect.requests()["/npai"] <= 6
+    with pytest.raises(
+        AirflowSensorTimeout, match="still waiting for at least 1 NPAI entry of campaign 4242"
+    ):
+        sensor.resume_execution("execute_complete", {"event": payload}, {})

@@ -19,7 +19,7 @@ from airflow_provider_sms import codec
 from airflow_provider_sms._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import NpaiEntry, NpaiList
-from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+from airflow_provider_sms.sensors.sms import DEFERRAL_TIMEOUT_GRACE, SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
 
 from .conftest import BASE_URL, connection_json
@@ -401,12 +401,13 @@ def test_deferrable_webhook_sensor_defers_at_once_with_the_timeout(conn, request
     )
 
     with pytest.raises(TaskDeferred) as info:
-        sensor.execute({})
+        sensor.execute({"ti": mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))})
 
     assert requests_mock.call_count == 0  # all the waiting happens in the triggerer
     deferred = info.value
     assert deferred.method_name == "execute_complete"
-    assert deferred.timeout == dt.timedelta(seconds=900)
+    # The trigger ends the wait at the timeout; Airflow's own deferral timeout is the later backstop.
+    assert deferred.timeout == dt.timedelta(seconds=900) + DEFERRAL_TIMEOUT_GRACE
     assert isinstance(deferred.trigger, SmsWebhookTrigger)
     assert deferred.trigger.serialize()[1] == {
         "webhook_id": "1839",
@@ -416,6 +417,7 @@ def test_deferrable_webhook_sensor_defers_at_once_with_the_timeout(conn, request
         "poke_interval": 30.0,
         "exponential_backoff": True,
         "max_wait": 300.0,
+        "timeout_at": "2026-11-25T08:15:00+00:00",
     }
 
 
@@ -434,6 +436,26 @@ def test_deferrable_npai_sensor_hands_the_checked_filters_to_the_trigger(conn, r
     assert kwargs["destinations"] == ["33612345678"]
     assert pendulum.parse(kwargs["since"]) == pendulum.datetime(2026, 10, 25, 2, 30, tz="UTC")
     assert requests_mock.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        # From the task's start, as Airflow counts a poking sensor's timeout.
+        ("poke", pendulum.datetime(2026, 11, 25, 8, 0, 20, tz="UTC")),
+        # In reschedule mode each poke is a new start: from the first one's.
+        ("reschedule", pendulum.datetime(2026, 11, 25, 7, 0, 20, tz="UTC")),
+    ],
+)
+def test_the_trigger_is_given_the_instant_the_timeout_falls_at(conn, mode, expected):
+    ti = mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))
+    ti.get_first_reschedule_date.return_value = pendulum.datetime(2026, 11, 25, 7, tz="UTC")
+
+    with pytest.raises(TaskDeferred) as info:
+        SmsNpaiSensor(task_id="n", campaign_id=42, deferrable=True, timeout=20, mode=mode).execute({"ti": ti})
+
+    timeout_at = info.value.trigger.serialize()[1]["timeout_at"]
+    assert pendulum.parse(timeout_at) == expected
 
 
 def test_deferrable_sensor_with_bad_input_fails_instead_of_deferring(conn):
@@ -551,3 +573,31 @@ def test_a_send_result_whose_sent_at_cannot_be_read_fails_the_wait_naming_it(mon
     )
     with pytest.raises(AirflowFailException, match=r"campaign\['sent_at'\]"):
         sensor.execute({"ti": mock.Mock(start_date=pendulum.datetime(2026, 11, 25, 8, tz="UTC"))})
+
+
+def delivery_sensor(**kwargs: Any) -> Any:
+    from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+
+    return SmsDeliveryReportsSensor(task_id="wait_delivery", campaign=5000001, expected=3, **kwargs)
+
+
+TIMEOUT_EVENT = {
+    "status": "timeout",
+    "timeout_at": "2026-11-25T08:00:20+00:00",
+    "message": "Sensor has timed out: still waiting for webhook 1839 to be live at 2026-11-25T08:00:20+00:00",
+}
+
+
+@pytest.mark.parametrize("make_sensor", [webhook_sensor, npai_sensor, delivery_sensor])
+@pytest.mark.parametrize(
+    ("soft_fail", "ending"), [(False, AirflowSensorTimeout), (True, AirflowSkipException)]
+)
+def test_the_triggers_timeout_fails_or_skips_the_sensor_as_in_poke_mode(make_sensor, soft_fail, ending):
+    sensor = make_sensor(deferrable=True, soft_fail=soft_fail)
+
+    # As Airflow resumes a deferred task: BaseSensorOperator.resume_execution calls execute_complete.
+    with pytest.raises(ending) as info:
+        sensor.resume_execution("execute_complete", {"event": TIMEOUT_EVENT}, {})
+
+    if not soft_fail:
+        assert str(info.value) == TIMEOUT_EVENT["message"]

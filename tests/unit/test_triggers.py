@@ -1,4 +1,5 @@
-"""SmsWebhookTrigger and SmsNpaiTrigger against an httpx.MockTransport: events, retries, serialization."""
+"""SmsWebhookTrigger and SmsNpaiTrigger against an httpx.MockTransport: events, retries, serialization,
+and the sensor's timeout, on a frozen clock that each wait moves on."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import asyncio
 import importlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import pendulum
 import pytest
+import time_machine
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
@@ -70,6 +73,33 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return recorded
 
 
+START = pendulum.datetime(2026, 11, 25, 8, tz="UTC")
+
+
+def at(seconds: float) -> str:
+    """The instant ``seconds`` after START, as a sensor hands it to its trigger."""
+    return START.add(microseconds=int(seconds * 1e6)).isoformat()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch, waits: list[float]) -> Iterator[time_machine.Coordinates]:
+    """The wall clock frozen at START; each wait of the trigger (recorded in ``waits``) moves it on.
+
+    On Python 3.10 time-machine moves the loop's monotonic clock too: a test's waits stay below
+    first_event's 30 s bound.
+    """
+    with time_machine.travel(START, tick=False) as traveller:
+        recorded_sleep = asyncio.sleep
+
+        async def sleep_on_the_clock(delay: float, *args: Any) -> None:
+            if threading.current_thread() is threading.main_thread():
+                traveller.shift(delay)
+            await recorded_sleep(delay, *args)
+
+        monkeypatch.setattr(asyncio, "sleep", sleep_on_the_clock)
+        yield traveller
+
+
 def serve(monkeypatch: pytest.MonkeyPatch, service: Service) -> None:
     """Route the async hook's HTTP client to ``service`` (everything else about the client is real)."""
     build = SmsAsyncHook._client
@@ -95,6 +125,7 @@ async def first_event(trigger: SmsPollingTrigger) -> dict[str, Any]:
     "trigger",
     [
         SmsWebhookTrigger(webhook_id="1839", require_healthy=True, sms_conn_id="sms_x", poke_interval=15),
+        SmsWebhookTrigger(webhook_id="1839", timeout_at="2026-11-25T08:00:20.250000+00:00"),
         SmsNpaiTrigger(
             campaign_id="42",
             destinations=["+33 6 12 34 56 78"],
@@ -299,3 +330,83 @@ async def test_npai_trigger_survives_a_503_in_the_middle_of_the_pages(conn, monk
 
     assert payload["npai"]["count"] == 2
     assert waits == [1]
+
+
+# ------------------------------------------------------------------------------- the sensor's timeout
+
+
+async def test_the_trigger_ends_itself_at_the_sensors_timeout_after_a_last_poll(conn, monkeypatch, clock):
+    service = Service(webhook_answer(conn, "disabled"))
+    serve(monkeypatch, service)
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", poke_interval=7, timeout_at=at(20)))
+
+    assert payload == {
+        "status": "timeout",
+        "timeout_at": at(20),
+        "message": f"Sensor has timed out: still waiting for webhook 1839 to be live at {at(20)}, the end "
+        "of the sensor's timeout (counted from the task's start)",
+    }
+    # Polls at 0, 7, 14 and 20 s: the last wait is cut to the time left, the last poll falls at the timeout.
+    assert len(service.requests) == 4
+    assert pendulum.now("UTC") == START.add(seconds=20)
+
+
+async def test_a_trigger_rebuilt_after_a_restart_keeps_the_same_instant(conn, monkeypatch, clock, waits):
+    serve(monkeypatch, Service(webhook_answer(conn, "disabled")))
+    _, kwargs = SmsWebhookTrigger(webhook_id="1839", poke_interval=10, timeout_at=at(30)).serialize()
+    clock.shift(25)  # the triggerer restarted 25 s into the wait
+
+    payload = await first_event(SmsWebhookTrigger(**kwargs))
+
+    assert payload["status"] == "timeout"
+    assert waits == [5]
+
+
+async def test_a_trigger_started_after_its_timeout_polls_once_then_times_out(conn, monkeypatch, clock, waits):
+    # E.g. a triggerer down past the sensor's timeout: the one poll may still find the wait over.
+    service = Service(webhook_answer(conn, "disabled"), webhook_answer(conn, "live"))
+    serve(monkeypatch, service)
+    clock.shift(60)
+
+    timed_out = await first_event(SmsWebhookTrigger(webhook_id="1839", timeout_at=at(20)))
+    done = await first_event(SmsWebhookTrigger(webhook_id="1839", timeout_at=at(20)))
+
+    assert (timed_out["status"], done["status"]) == ("timeout", "success")
+    assert (len(service.requests), waits) == (2, [])
+
+
+async def test_retry_after_is_cut_to_the_time_left(conn, monkeypatch, clock, waits, capfd):
+    busy = answer(conn, {"status": -99, "message": "busy"}, 429, **{"Retry-After": "120"})
+    serve(monkeypatch, Service(busy))
+
+    payload = await first_event(SmsWebhookTrigger(webhook_id="1839", poke_interval=5, timeout_at=at(8)))
+
+    assert payload["status"] == "timeout"
+    assert waits == [8]
+    output = capfd.readouterr()
+    assert "HTTP 429; polling again in 8.0s" in output.out + output.err
+
+
+async def test_the_npai_trigger_times_out_naming_the_entries_awaited(conn, monkeypatch, clock):
+    listing = {"status": 1, "message": "OK", "list": [npai_entry("1", campaign=7)], "totalRecords": 1}
+    serve(monkeypatch, Service(answer(conn, listing)))
+
+    payload = await first_event(SmsNpaiTrigger(campaign_id=42, poke_interval=5, timeout_at=at(12)))
+
+    assert payload["status"] == "timeout"
+    assert "still waiting for at least 1 NPAI entry of campaign 42 at" in payload["message"]
+
+
+async def test_a_trigger_an_earlier_version_stored_has_no_timeout_and_still_waits(conn, monkeypatch, waits):
+    # Stored without timeout_at: Airflow's own deferral timeout is the only one that ends it.
+    serve(monkeypatch, Service(*[webhook_answer(conn, "disabled")] * 3, webhook_answer(conn, "live")))
+    _, kwargs = SmsWebhookTrigger(webhook_id="1839", poke_interval=60, timeout_at=at(20)).serialize()
+    del kwargs["timeout_at"]
+
+    trigger = SmsWebhookTrigger(**kwargs)
+    payload = await first_event(trigger)
+
+    assert trigger.serialize()[1]["timeout_at"] is None
+    assert payload["status"] == "success"
+    assert waits == [60, 60, 60]
