@@ -80,7 +80,8 @@ def test_a_signed_record_is_listed_a_forged_copy_is_not_and_no_number_reaches_a_
         if after is None:
             break
     assert sorted(numbers) == NUMBERS[1:]
-    assert "/failed query='limit=1&after=" in api_log()
+    # The API server logs a request once it has answered it.
+    wait_for("the last page's request logged", lambda: "/failed query='limit=1&after=" in api_log(), 30)
     assert not any(number in api_log() for number in NUMBERS)
 
     # The list's team-scoped statement (DAG and team pairs) and the DAGs' current teams, on PostgreSQL.
