@@ -184,6 +184,8 @@ class SmsBaseSensor(BaseSensorOperator):
 
         message = event.get("message") or f"the trigger ended with {event!r}"
         if event["status"] == "timeout":
+            # Logged as well: newer Airflow versions replace a soft_fail skip's message with their own.
+            self.log.warning("%s", message)
             return AirflowSkipException(message) if self.soft_fail else AirflowSensorTimeout(message)
         if event.get("error") in FATAL_ERRORS:
             return AirflowFailException(message)

@@ -592,7 +592,9 @@ TIMEOUT_EVENT = {
 @pytest.mark.parametrize(
     ("soft_fail", "ending"), [(False, AirflowSensorTimeout), (True, AirflowSkipException)]
 )
-def test_the_triggers_timeout_fails_or_skips_the_sensor_as_in_poke_mode(make_sensor, soft_fail, ending):
+def test_the_triggers_timeout_fails_or_skips_the_sensor_as_in_poke_mode(
+    make_sensor, soft_fail, ending, capfd
+):
     sensor = make_sensor(deferrable=True, soft_fail=soft_fail)
 
     # As Airflow resumes a deferred task: BaseSensorOperator.resume_execution calls execute_complete.
@@ -601,3 +603,6 @@ def test_the_triggers_timeout_fails_or_skips_the_sensor_as_in_poke_mode(make_sen
 
     if not soft_fail:
         assert str(info.value) == TIMEOUT_EVENT["message"]
+    # The task log says why, also for a skip whose message Airflow replaces.
+    output = capfd.readouterr()
+    assert TIMEOUT_EVENT["message"] in output.out + output.err
