@@ -545,8 +545,10 @@ def send_campaign(
     tickets = [result.ticket for result in results]
     register.sent([ticket for ticket in tickets if ticket is not None])
     figures = combine(results, duplicates=campaign.plan.duplicates)
+    # A campaign that reached nobody is not called sent (the operator's on_nothing_sent follows).
     log.info(
-        "Sent: %s, tickets %s, delay %s",
+        "%s: %s, tickets %s, delay %s",
+        "Sent" if figures["sent"] else "Posted, sent to nobody",
         summary(figures),
         ", ".join(map(str, tickets)),
         f"{delay} Europe/Paris" if delay else "none (sent now)",
