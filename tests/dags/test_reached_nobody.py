@@ -34,6 +34,7 @@ def task_instances(airflow_home: Path, dag_id: str) -> dict[str, tuple[str, int]
 
 
 def xcom(airflow_home: Path, task_id: str, key: str) -> Any:
+    """The XCom ``key`` of ``task_id`` in the run of ``sms_reached_nobody``, or None."""
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         row = db.execute(
             "SELECT value FROM xcom WHERE dag_id = 'sms_reached_nobody' AND task_id = ? AND key = ?",
