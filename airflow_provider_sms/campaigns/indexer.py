@@ -108,6 +108,7 @@ UNSIGNED = "it is not signed with its connection's access token (pushed by anoth
 UNREADABLE_CONNECTION = (
     "its connection cannot be read here to verify it (no such sms connection, or no token)"
 )
+OTHER_CONNECTION = "the campaign of that task instance was copied from a record of another connection"
 
 
 class ConnectionTokens:
@@ -192,7 +193,7 @@ def _lock(session: Session) -> datetime | None:
 
 def _copy(session: Session, rows: Sequence[Any]) -> int:
     """Add or update the campaigns of ``rows`` (XCom rows), skipping those already copied."""
-    records: dict[TaskKey, tuple[CampaignRecord, datetime]] = {}
+    records: dict[TaskKey, tuple[CampaignRecord, datetime, Any]] = {}
     tokens = ConnectionTokens()
     for row in rows:
         record = _record(row, tokens)
@@ -200,7 +201,7 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             continue
         key = TaskKey(row.dag_id, row.run_id, row.task_id, row.map_index, record.sent_at)
         if key not in records or records[key][1] < row.timestamp:
-            records[key] = (record, row.timestamp)
+            records[key] = (record, row.timestamp, row)
     if not records:
         return 0
     table = campaign_table.c
@@ -215,6 +216,7 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
                 table.map_index,
                 table.sent_at,
                 table.recorded_at,
+                table.conn_id,
             ).where(
                 tuple_(table.dag_id, table.run_id, table.task_id, table.map_index).in_(
                     sorted({key[:4] for key in records})
@@ -222,23 +224,28 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             )
         )
     }
-    plan = [
-        (key, record, recorded_at, held.get(key))
-        for key, (record, recorded_at) in records.items()
-        if key not in held or held[key].recorded_at < recorded_at
-    ]
+    plan = []
+    for key, (record, recorded_at, row) in records.items():
+        found = held.get(key)
+        if found is not None and found.recorded_at >= recorded_at:
+            continue
+        if found is not None and found.conn_id != record.conn_id:
+            # A task instance's campaign was sent on one connection: a record naming another (signed by
+            # whoever holds that one) replaces nothing.
+            LEFT_OUT.note(row, record.conn_id, OTHER_CONNECTION)
+            continue
+        plan.append((key, record, recorded_at, found))
     if not plan:
         return 0
     # Before any campaign row is written: no batch of these connections commits until this transaction
     # does, so the delivery totals read below from their counts cannot miss one.
     lock_connections(session, {record.conn_id for _, record, _, _ in plan})
-    # A campaign keeps the team it was sent under; None when its DAG has no row (then it is shown only
-    # to the users who may read every DAG).
-    teams = current_teams(session, {key.dag_id for key, _, _, _ in plan})
+    # A campaign keeps the team it was sent under, set when it is first copied and never changed by a
+    # later push (its DAG may stand under another team by then); None when its DAG had no row.
+    teams = current_teams(session, {key.dag_id for key, _, _, found in plan if found is None})
     row_ids = []
     for key, record, recorded_at, found in plan:
         values = {
-            "team": teams.get(key.dag_id),
             "conn_id": record.conn_id,
             "outcome": record.outcome,
             "sent": record.sent,
@@ -246,7 +253,8 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             "record": record.xcom_value(),
         }
         if found is None:
-            inserted = session.execute(insert(campaign_table).values({**key._asdict(), **values}))
+            team = {"team": teams.get(key.dag_id)}
+            inserted = session.execute(insert(campaign_table).values({**key._asdict(), **values, **team}))
             row_id = inserted.inserted_primary_key[0]  # type: ignore[attr-defined]
         else:
             row_id = found.id

@@ -189,3 +189,35 @@ def test_a_campaign_whose_dag_had_no_row_when_copied_is_an_admins_only(
 
     assert get(api, f"/campaigns/{row.id}", auth_manager, "viewer").status_code == 404
     assert get(api, f"/campaigns/{row.id}", auth_manager, "admin").status_code == 200
+
+
+def test_a_later_push_keeps_the_team_the_campaign_was_sent_under(db: Any) -> None:
+    from sqlalchemy import update
+
+    first = xcom_row("dag_moved", record(7005), AT, run_id="manual__moved")
+    copied(db, [first])
+    # The DAG moves to another team; a task of that team pushes the same signed record again.
+    with db.Session() as session, session.begin():
+        session.execute(update(campaign_table).values(team="team_a"))
+    again = xcom_row("dag_moved", record(7005), AT + dt.timedelta(minutes=1), run_id="manual__moved")
+
+    assert copied(db, [again])["dag_moved"].team == "team_a"
+
+
+def test_a_record_of_another_connection_replaces_no_campaign(
+    db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    genuine = xcom_row("dag_victim", record(7006), AT, run_id="manual__victim")
+    copied(db, [genuine])
+    # Whoever holds another connection signs a record for the same task instance and send time.
+    other = xcom_row(
+        "dag_victim", record(7099, OTHER_CONN), AT + dt.timedelta(minutes=1), run_id="manual__victim"
+    )
+    before = indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION]
+
+    with caplog.at_level("WARNING", logger=indexer.__name__):
+        found = copied(db, [other])
+
+    assert (found["dag_victim"].conn_id, found["dag_victim"].record["tickets"]) == (CONN, [7006])
+    assert indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION] == before + 1
+    assert any(indexer.OTHER_CONNECTION in r.getMessage() for r in caplog.records)
