@@ -28,12 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.cases_delivery_scale import (
-    BIG_CAMPAIGN,
-    deployment_child,
-    interleaved_medians,
-    vacuum_analyze,
-)
+from benchmarks.deployment_tools import deployment_child, interleaved_medians, vacuum_analyze
 from benchmarks.harness import REPORT, Record, Target, record, skipped
 
 if TYPE_CHECKING:
@@ -88,7 +83,9 @@ def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
     ]
 
 
-def campaign_page_cases(deployment: Deployment, campaigns: int, big: int, big_conn_id: str) -> list[Record]:
+def campaign_page_cases(
+    deployment: Deployment, campaigns: int, big: int, big_conn_id: str, big_campaign: int
+) -> list[Record]:
     """:func:`campaign_page_records`, or the cases skipped with the reason when they cannot be made (the
     other delivery cases of the run stand)."""
     import requests
@@ -96,19 +93,21 @@ def campaign_page_cases(deployment: Deployment, campaigns: int, big: int, big_co
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        return campaign_page_records(deployment, campaigns, big, big_conn_id)
+        return campaign_page_records(deployment, campaigns, big, big_conn_id, big_campaign)
     except (RuntimeError, HTTPError, requests.RequestException, SQLAlchemyError) as exc:
         return skipped_records(campaigns, big, f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
-def campaign_page_records(deployment: Deployment, campaigns: int, big: int, big_conn_id: str) -> list[Record]:
-    """Page 1 with ``campaigns`` campaigns and the page of the ``big``-number campaign (``BIG_CAMPAIGN``
+def campaign_page_records(
+    deployment: Deployment, campaigns: int, big: int, big_conn_id: str, big_campaign: int
+) -> list[Record]:
+    """Page 1 with ``campaigns`` campaigns and the page of the ``big``-number campaign (``big_campaign``
     of ``big_conn_id``, already stored and batched), against the no-op GET; the indexer's look."""
     page_name, campaign_name, look_name, runs_name, dags_name, floor_name = names(campaigns, big)
     before = deployment_child(deployment, "benchmarks.indexer_look", "--looks", str(LOOKS))
     began = time.monotonic()
     runs = make_runs(deployment, campaigns)
-    records = campaign_records(runs, big, big_conn_id)
+    records = campaign_records(runs, big, big_conn_id, big_campaign)
     push_records(deployment, runs, records)
     made = time.monotonic() - began
     indexed = wait_indexed(deployment, campaigns, timeout=900)
@@ -288,7 +287,9 @@ def clone_rows(
     )
 
 
-def campaign_records(runs: list[tuple[int, str, str]], big: int, big_conn_id: str) -> list[dict[str, Any]]:
+def campaign_records(
+    runs: list[tuple[int, str, str]], big: int, big_conn_id: str, big_campaign: int
+) -> list[dict[str, Any]]:
     """One campaign record a run, oldest first, sent over the last :data:`SPREAD`; the run nearest the
     big campaign's send carries it."""
     from airflow_provider_sms.campaigns.record import CampaignRecord
@@ -330,7 +331,7 @@ def campaign_records(runs: list[tuple[int, str, str]], big: int, big_conn_id: st
     records[spot] = {
         **records[spot],
         "conn_id": big_conn_id,
-        "tickets": [BIG_CAMPAIGN],
+        "tickets": [big_campaign],
         "batches": 1,
         "sent_at": SENT_AT.isoformat(),
         "delivery_at": SENT_AT.isoformat(),

@@ -15,96 +15,24 @@ server, PostgreSQL and the rest of the deployment.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
+from benchmarks import cases_campaigns_page, cases_delivery_scale
+from benchmarks.deployment_tools import asset_events
 from benchmarks.harness import REPORT, Record, Target, record, skipped
+from benchmarks.http_load import CONCURRENCY, SIGNATURE, get_noop, post_reports, report_bodies
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
-CONCURRENCY = 16
-SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1", which the connection names
 # Wall time per report against the no-op GET: with a DAG on the asset, and without.
 PER_REPORT_TARGET = Target(1.5)
 NO_EVENT_TARGET = Target(1.3)
 # Asset events per 10,000 reports (batches of up to 1,000, a partial one every 5 s at most).
 EVENTS_TARGET = Target(20, kind="bound")
-ASSET = "sms_delivery_reports/sms_default"
-
-
-def report_bodies(count: int, first: int = 0) -> list[bytes]:
-    """``count`` distinct reports (a real campaign's: one per number), statuses mixed."""
-    statuses = (3, 3, 3, 2, 12)
-    return [
-        json.dumps(
-            {
-                "date": "2026-11-24T10:00:00+01:00",
-                "status": statuses[index % len(statuses)],
-                "destination": f"3367{index:07d}",
-                "campaign_id": 7_000_000 + index // 1000,
-                "country_code": "FR",
-            }
-        ).encode()
-        for index in range(first, first + count)
-    ]
-
-
-async def _load(send: Callable[[httpx.AsyncClient, int], object], count: int) -> tuple[float, list[float]]:
-    """Run ``send`` for 0..count-1 over CONCURRENCY clients; the wall time and each call's latency."""
-    latencies: list[float] = []
-    queue = iter(range(count))
-
-    async def worker(client: httpx.AsyncClient) -> None:
-        for index in queue:
-            began = time.perf_counter()
-            await send(client, index)  # type: ignore[misc]
-            latencies.append(time.perf_counter() - began)
-
-    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        began = time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(CONCURRENCY)))
-        return time.perf_counter() - began, latencies
-
-
-def post_reports(
-    url: str, bodies: Sequence[bytes], signature: str = SIGNATURE
-) -> tuple[float, list[float], dict[int, int]]:
-    """Post every body; the wall time, the latencies and how many answers had each HTTP status."""
-    statuses: dict[int, int] = {}
-    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": signature}
-
-    async def send(client: httpx.AsyncClient, index: int) -> None:
-        answer = await client.post(url, content=bodies[index], headers=headers)
-        statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
-
-    elapsed, latencies = asyncio.run(_load(send, len(bodies)))
-    return elapsed, latencies, statuses
-
-
-def get_noop(url: str, count: int) -> tuple[float, list[float]]:
-    """GET a no-op endpoint ``count`` times; the wall time and the latencies."""
-
-    async def send(client: httpx.AsyncClient, index: int) -> None:
-        (await client.get(url)).raise_for_status()
-
-    return asyncio.run(_load(send, count))
-
-
-def asset_events(api: Any) -> int:
-    """How many events the asset of sms_default has, through Airflow's REST API."""
-    assets = api.call("GET", "/assets", params={"name_pattern": ASSET})["assets"]
-    (asset,) = [asset for asset in assets if asset["name"] == ASSET]
-    return int(
-        api.call("GET", "/assets/events", params={"asset_id": asset["id"], "limit": 1})["total_entries"]
-    )
 
 
 def settled_events(api: Any, timeout: float = 60.0) -> int:
@@ -192,7 +120,6 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
     except ImportError as exc:
         return [skipped(name, count, PER_REPORT_TARGET, f"the deployment harness is not importable ({exc})")]
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-    from benchmarks import cases_campaigns_page, cases_delivery_scale
 
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
         try:
@@ -221,7 +148,11 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                     *cases_delivery_scale.summary_records(deployment, 100 * count, count),
                     # One of the campaigns is the summary's big one, stored and batched just above.
                     *cases_campaigns_page.campaign_page_cases(
-                        deployment, campaigns, 100 * count, cases_delivery_scale.BIG_CONN_ID
+                        deployment,
+                        campaigns,
+                        100 * count,
+                        cases_delivery_scale.BIG_CONN_ID,
+                        cases_delivery_scale.BIG_CAMPAIGN,
                     ),
                     cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
                 ]

@@ -13,28 +13,21 @@
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks.cases_delivery import post_reports, report_bodies
+from benchmarks.deployment_tools import asset_events, deployment_child, interleaved_medians, vacuum_analyze
 from benchmarks.harness import REPORT, Record, Target, record
+from benchmarks.http_load import SIGNATURE, post_reports, report_bodies
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from tests.deployment.harness import Deployment
 
-K = TypeVar("K")
-
-REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "sms_on_delivery_reports"
 BIG_CAMPAIGN, SMALL_CAMPAIGN, MEMORY_CAMPAIGN = 8_100_001, 8_100_002, 8_100_003
 # The summary's campaigns are received for a connection whose asset no DAG declares.
@@ -86,26 +79,6 @@ def group_commit_records(deployment: Deployment, count: int) -> list[Record]:
     ]
 
 
-def deployment_child(
-    deployment: Deployment, module: str, *args: str, timeout: float = 1800
-) -> dict[str, Any]:
-    """Run ``python -m module args`` with the deployment's Airflow environment; the JSON line it
-    prints last."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        env=deployment.airflow_env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
-
-
 def load_campaign(deployment: Deployment, conn_id: str, campaign_id: int, numbers: int, prefix: str) -> int:
     """Store a campaign's reports through the receiver's write; how many were stored."""
     args = (conn_id, str(campaign_id), str(numbers), prefix)
@@ -124,36 +97,6 @@ def wait_batched(deployment: Deployment, conn_id: str, timeout: float) -> float:
             return time.monotonic() - began
         time.sleep(0.5)
     raise RuntimeError(f"reports of {conn_id} still wait for a batch after {timeout:.0f} s")
-
-
-def vacuum_analyze(deployment: Deployment) -> None:
-    """VACUUM ANALYZE the metadata database, as autovacuum would after a big load (not in a transaction)."""
-    import sqlalchemy
-    from sqlalchemy.pool import NullPool
-
-    url = deployment.database_url
-    engine = sqlalchemy.create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.execute(sqlalchemy.text("VACUUM ANALYZE"))
-    finally:
-        engine.dispose()
-
-
-def interleaved_medians(
-    gets: Mapping[K, tuple[str, Mapping[str, str]]], headers: Mapping[str, str], calls: int
-) -> dict[K, float]:
-    """Median milliseconds of each GET (``url``, ``params``), one after the other in turn, ``calls``
-    rounds after a round that warms up; each answer must be 2xx."""
-    times: dict[K, list[float]] = {key: [] for key in gets}
-    with httpx.Client(timeout=600, headers=dict(headers)) as client:
-        for call in range(calls + 1):
-            for key, (url, params) in gets.items():
-                began = time.perf_counter()
-                client.get(url, params=params).raise_for_status()
-                if call:  # the first round warms up
-                    times[key].append((time.perf_counter() - began) * 1000)
-    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def summary_times(url: str, headers: dict[str, str], campaigns: list[int], failed: bool) -> dict[int, float]:
@@ -271,8 +214,6 @@ def newest_run(api: Any) -> dict[str, Any] | None:
 
 def scheduler_memory_record(deployment: Deployment, numbers: int) -> Record:
     """The scheduler's peak memory while one asset-triggered run consumes a campaign's report events."""
-    from benchmarks.cases_delivery import SIGNATURE, asset_events
-
     api = deployment.api
     assert api is not None
     api.pause(DAG_ID)
