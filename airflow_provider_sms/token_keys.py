@@ -11,12 +11,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # The purposes; a new kind of signed record gets its own.
 READ_KEY = b"airflow-provider-sms/delivery-reports/summary"
 CAMPAIGN_RECORD = b"airflow-provider-sms/campaign-record/v1"
 APPROVAL = b"airflow-provider-sms/send-approval/v1"
+# What a signature of a task instance's record covers, by purpose: the record under its name, beside
+# the task instance under its own (the names are part of the signed bytes: they never change).
+_TASK_FIELDS: dict[bytes, tuple[str, str]] = {
+    CAMPAIGN_RECORD: ("record", "task"),
+    APPROVAL: ("approval", "task_instance"),
+}
 
 
 def derived_key(token: str, purpose: bytes) -> str:
@@ -50,3 +59,22 @@ def signature_valid(token: str, purpose: bytes, document: Any, signature: object
     except ValueError:
         return False
     return hmac.compare_digest(expected.encode(), signature.encode())
+
+
+def _task_document(purpose: bytes, record: Mapping[str, Any], task: Any) -> dict[str, Any]:
+    """What a signature of ``record``, written by the task instance ``task``, covers (both together:
+    a record copied to another task instance does not verify there)."""
+    record_field, task_field = _TASK_FIELDS[purpose]
+    return {record_field: dict(record), task_field: task}
+
+
+def sign_for_task(token: str, purpose: bytes, record: Mapping[str, Any], task: Any) -> str:
+    """The signature of ``record`` as written by the task instance ``task`` (JSON types)."""
+    return sign(token, purpose, _task_document(purpose, record, task))
+
+
+def signed_by_task(
+    token: str, purpose: bytes, record: Mapping[str, Any], task: Any, signature: object
+) -> bool:
+    """Whether ``signature`` is the one :func:`sign_for_task` makes for ``record`` and ``task``."""
+    return signature_valid(token, purpose, _task_document(purpose, record, task), signature)

@@ -24,7 +24,7 @@ from airflow_provider_sms.models import (
     REPORT_DATE_MIN,
     PushType,
 )
-from airflow_provider_sms.token_keys import CAMPAIGN_RECORD, sign, signature_valid
+from airflow_provider_sms.token_keys import CAMPAIGN_RECORD, sign_for_task, signed_by_task
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -107,7 +107,7 @@ class CampaignRecord(BaseModel):
         """The record as pushed by ``task``: :meth:`xcom_value` with its signature made with ``token``
         (the access token of the record's connection)."""
         value = self.xcom_value()
-        return {**value, SIGNATURE: sign(token, CAMPAIGN_RECORD, _signed_document(value, task))}
+        return {**value, SIGNATURE: sign_for_task(token, CAMPAIGN_RECORD, value, list(task))}
 
 
 class TaskInstance(NamedTuple):
@@ -123,12 +123,7 @@ def signed_by_holder(value: Mapping[str, Any], task: TaskInstance, token: str) -
     """Whether ``value`` (a pushed record) carries the signature that ``token``'s holder made for
     ``task``: a record changed, unsigned, signed with another token or pushed by another task is not."""
     document = {name: field for name, field in value.items() if name != SIGNATURE}
-    return signature_valid(token, CAMPAIGN_RECORD, _signed_document(document, task), value.get(SIGNATURE))
-
-
-def _signed_document(value: Mapping[str, Any], task: TaskInstance) -> dict[str, Any]:
-    """What a record's signature covers: the record and the task instance that pushed it."""
-    return {"task": list(task), "record": dict(value)}
+    return signed_by_task(token, CAMPAIGN_RECORD, document, list(task), value.get(SIGNATURE))
 
 
 def record_of(

@@ -45,7 +45,7 @@ from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult, Message
 from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
-from airflow_provider_sms.token_keys import APPROVAL, sign, signature_valid
+from airflow_provider_sms.token_keys import APPROVAL, sign_for_task, signed_by_task
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -230,7 +230,7 @@ class SendGuard:
         :param token: the access token of the campaign's connection (its approval key signs).
         """
         self.approval = approval
-        self._approval_signature = sign(token, APPROVAL, self._signed(approval))
+        self._approval_signature = sign_for_task(token, APPROVAL, vars(approval), self.identity)
         self._save()
 
     def trusted_approval(self, token: str) -> ApprovalRecord | None:
@@ -243,7 +243,7 @@ class SendGuard:
         """
         if self.approval is None:
             return None
-        if signature_valid(token, APPROVAL, self._signed(self.approval), self._approval_signature):
+        if signed_by_task(token, APPROVAL, vars(self.approval), self.identity, self._approval_signature):
             return self.approval
         raise AirflowFailException(
             f"Not sending: the approval in Airflow Variable {self.key!r} cannot be verified (edited, or "
@@ -251,10 +251,6 @@ class SendGuard:
             "since it was written has the same effect). An approval counts only as this task wrote it from "
             "Airflow's record of the answer. Trigger a new DAG run to ask again (not retried)."
         )
-
-    def _signed(self, approval: ApprovalRecord) -> dict[str, Any]:
-        """What an approval's signature covers: the record and this task instance's identity."""
-        return {"approval": vars(approval), "task_instance": self.identity}
 
     def _save(self) -> None:
         document: dict[str, Any] = {
