@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -42,10 +43,12 @@ class SmsNotifier(BaseNotifier):
 
     The SMS is sent once with the hook's :meth:`~airflow_provider_sms.hooks.sms.SmsHook.send`, which
     never repeats a POST /send: a notification whose outcome is unknown is reported in the log, never
-    sent twice. One that reached nobody (the service filtered every number, e.g. by anti-flood after
-    a few alerts to the same number) is never called sent: the callback fails, naming each filter's
-    count and what to do (:class:`~airflow_provider_sms.exceptions.SmsNothingSentError`), and Airflow
-    logs it at error level. Give it a second recipient for alerts that must reach someone. Example::
+    sent twice. Callbacks call :meth:`notify`; the triggerer (e.g. a deadline alert) awaits
+    :meth:`async_notify`, which makes the same single send in a thread. One that reached nobody (the
+    service filtered every number, e.g. by anti-flood after a few alerts to the same number) is never
+    called sent: the callback fails, naming each filter's count and what to do
+    (:class:`~airflow_provider_sms.exceptions.SmsNothingSentError`), and Airflow logs it at error
+    level. Give it a second recipient for alerts that must reach someone. Example::
 
         SmsSendOperator(
             task_id="send_campaign",
@@ -62,6 +65,9 @@ class SmsNotifier(BaseNotifier):
 
     :param text: the SMS text. Templated (the callback's context: ``ti``, ``dag``, ``ds``...).
     :param recipients: telephone numbers, international format. Templated.
+
+    The other parameters are keyword-only:
+
     :param pushtype: ``alert`` (default; may be sent at any hour) or ``marketing``.
     :param send_window: for a ``marketing`` notification sent outside the marketing window (08:00-20:00
         Europe/Paris, Monday to Saturday, no French public holidays): ``postpone`` (default: it is
@@ -77,6 +83,7 @@ class SmsNotifier(BaseNotifier):
         self,
         text: str,
         recipients: str | Sequence[str],
+        *,
         pushtype: PushType = "alert",
         sms_conn_id: str = DEFAULT_CONN_ID,
         sender: str | None = None,
@@ -108,6 +115,23 @@ class SmsNotifier(BaseNotifier):
         :raises SmsNothingSentError: the service filtered every number (the message says why and what
             to do).
         """
+        failure = self._send()
+        if failure is not None:
+            raise failure from None
+
+    async def async_notify(self, context: Context) -> None:
+        """:meth:`notify` for the triggerer: the same single send, in a thread so that the event loop
+        goes on meanwhile; it fails as :meth:`notify` does.
+
+        The send is never repeated: a cancelled wait leaves the thread's one POST to finish or fail.
+        """
+        failure = await asyncio.to_thread(self._send)
+        if failure is not None:
+            raise failure from None
+
+    def _send(self) -> SmsError | None:
+        """Send the rendered SMS once and log it; the error that fails the notification, if any, with
+        no frame of the hook's (the caller raises it)."""
         from airflow_provider_sms.send_window import apply_marketing_rules
 
         data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
@@ -119,11 +143,12 @@ class SmsNotifier(BaseNotifier):
             )
             result = self.hook.send(message, self.recipients)
         except SmsError as exc:
-            raise exc.with_traceback(None) from None
+            return exc.with_traceback(None)
         if result.sent == 0:
-            raise SmsNothingSentError(result.model_dump(), "The SMS notification", advice=NOBODY_ADVICE)
+            return SmsNothingSentError(result.model_dump(), "The SMS notification", advice=NOBODY_ADVICE)
         delay = f", delayed to {message.delay} Europe/Paris" if message.delay else ""
         self.log.info("SMS notification sent: %s%s", result.summary(), delay)
+        return None
 
 
 send_sms_notification = SmsNotifier

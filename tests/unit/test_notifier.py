@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import traceback
 from types import SimpleNamespace
 
 import pytest
+from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms.exceptions import (
     SmsAuthError,
@@ -117,3 +119,51 @@ def test_a_failed_notification_carries_no_frame_of_the_provider_below_notify(req
         if "airflow_provider_sms" in frame.filename
     ]
     assert [frame.name for frame in frames] == ["notify"]
+
+
+def test_the_options_after_the_recipients_are_keyword_only():
+    notifier = SmsNotifier("down", ["33612345678"], pushtype="marketing", sender="Ops")
+    assert (notifier.text, notifier.pushtype, notifier.sender) == ("down", "marketing", "Ops")
+    with pytest.raises(TypeError):
+        SmsNotifier("down", ["33612345678"], "marketing")  # type: ignore[misc]
+
+
+@pytest.mark.skipif(not hasattr(BaseNotifier, "__await__"), reason="Airflow 3.0 never awaits a notifier")
+def test_an_awaited_notifier_renders_its_templates_and_sends_one_alert(requests_mock, capsys):
+    """As the triggerer runs it: the context given to the notifier, the notifier awaited."""
+    requests_mock.post(f"{BASE_URL}/send", json=RESULT)
+    notifier = SmsNotifier(
+        text="{{ ti.dag_id }}.{{ ti.task_id }} failed on {{ ds }}",
+        recipients=["33612345678"],
+        context=callback_context(),
+    )
+
+    async def awaited() -> None:
+        await notifier
+
+    asyncio.run(awaited())
+
+    assert requests_mock.call_count == 1
+    assert requests_mock.last_request.json()["sms"]["message"]["text"] == "nightly.load failed on 2026-05-01"
+    assert "SMS notification sent: ticket 9" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "raised"),
+    [({"status_code": 502}, SmsMaybeSentError), ({"json": FLOODED}, SmsNothingSentError)],
+)
+def test_async_notify_sends_once_and_fails_as_notify_does(requests_mock, answer, raised):
+    requests_mock.post(f"{BASE_URL}/send", **answer)
+    notifier = SmsNotifier(text="down", recipients="33612345678")
+
+    with pytest.raises(raised) as failure:
+        asyncio.run(notifier.async_notify(callback_context()))
+
+    assert requests_mock.call_count == 1  # never sent again
+    assert "".join(traceback.format_exception(failure.value)).count("Traceback") == 1
+    frames = [
+        frame
+        for frame in traceback.extract_tb(failure.value.__traceback__)
+        if "airflow_provider_sms" in frame.filename
+    ]
+    assert [frame.name for frame in frames] == ["async_notify"]
