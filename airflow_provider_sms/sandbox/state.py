@@ -31,7 +31,7 @@ from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_provider_sms.codec import CampaignRequest
+    from airflow_provider_sms.sandbox.wire import CampaignRequest
 
 # Short URLs are exactly SHORT_URL_LENGTH characters, the length the operators' cost estimate assumes.
 SHORT_URL_BASE = "https://sms.sb/"
@@ -368,6 +368,8 @@ class SandboxState:
         self.config = config or SandboxConfig()
         self._lock = threading.RLock()
         self.dlr_ledger = DeliveryLedger()
+        # The highest campaign id handed out: kept across resets, so that none is handed out twice.
+        self._highest_ticket = 0
         self.reset()
 
     def reset(self) -> None:
@@ -389,7 +391,8 @@ class SandboxState:
             for entry in seeds.npai:
                 self.add_npai(**entry)
             self.campaigns: list[dict[str, Any]] = []
-            self._tickets = itertools.count(5_000_001)
+            # The next campaign id when a test chose it (set_next_ticket); None: from the clock.
+            self._chosen_ticket: int | None = None
             self._sent_times: dict[str, list[float]] = {}
             # Messages sent per (month "YYYY-MM" in Paris, dialling prefix).
             self._country_sent: dict[tuple[str, str], int] = {}
@@ -436,16 +439,27 @@ class SandboxState:
                 self.dlr_concurrency = concurrency
 
     def set_next_ticket(self, ticket: int) -> None:
-        """Number the next campaign ``ticket`` (then on from there), until a reset (back to 5000001).
-
-        Tests that share a receiver's database across resets use it to keep their campaigns apart.
+        """Number the next campaign ``ticket`` (then on from there), until a reset (then from the clock
+        again, past every id handed out). The caller keeps ``ticket`` clear of the ids handed out before.
 
         :param ticket: the next campaign's ticket, 1 or more.
         """
         if not isinstance(ticket, int) or isinstance(ticket, bool) or ticket < 1:
             raise ValueError(f"ticket must be an integer of at least 1, got {ticket!r}")
         with self._lock:
-            self._tickets = itertools.count(ticket)
+            self._chosen_ticket = ticket
+
+    def _next_ticket(self) -> int:
+        """A campaign id never handed out before, not before a reset nor a restart (the service's campaign
+        id is unique for ever): the clock in microseconds, or one more than the last when that is later.
+        Until a reset, the ids after :meth:`set_next_ticket` follow on from it."""
+        if self._chosen_ticket is None:
+            ticket = max(self._highest_ticket + 1, time.time_ns() // 1_000)
+        else:
+            ticket = self._chosen_ticket
+            self._chosen_ticket += 1
+        self._highest_ticket = max(self._highest_ticket, ticket)
+        return ticket
 
     def set_credits(self, credits: int) -> int:
         """Set the account's credit balance.
@@ -504,7 +518,7 @@ class SandboxState:
             if not sends:
                 return result, None
             self.credits = credits
-            ticket = str(next(self._tickets))
+            ticket = str(self._next_ticket())
             record = {
                 "ticket": ticket,
                 "endpoint": path,

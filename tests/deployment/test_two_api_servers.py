@@ -54,8 +54,8 @@ STATUSES = [3, 3, 3, 3, 3, 3, 3, 3, 2, 12]
 TRIES = 60
 # Reports posted at once by the sandbox, as the service does (one at a time: 174/s on 2 cores; four: 246/s).
 POSTERS = 4
-# The campaigns' tickets, apart from the 5000001... of the other scenarios (a reset numbers from there),
-# and their numbers: French mobiles of their own, none blacklisted, NPAI or unreachable in the sandbox.
+# The campaigns' tickets, below the clock's numbering of the other scenarios, and their numbers:
+# French mobiles of their own, none blacklisted, NPAI or unreachable in the sandbox.
 TICKET_A, TICKET_B = 7_000_001, 7_100_001
 PREFIX_A, PREFIX_B = "3365", "3366"
 NUMBERS_A, NUMBERS_B = 20_000, 10_000
