@@ -29,12 +29,12 @@ CHROMIUM ?= /usr/bin/chromium
 STAMP := $(VENV)/.installed-$(AIRFLOW_VERSION)
 STAMP_MIN := $(VENV_MIN)/.installed-$(AIRFLOW_MIN_VERSION)
 STAMP_NEW := $(VENV_NEW)/.installed-$(AIRFLOW_VERSION)
-# Extra pytest arguments for both runs of the suite, e.g. PYTEST_ARGS="-x tests/unit".
+# Extra pytest arguments for the three runs of the suite, e.g. PYTEST_ARGS="-x tests/unit".
 PYTEST_ARGS ?=
 # Extra pytest arguments for the deployment suite, e.g. DEPLOYMENT_ARGS="-k crash".
 DEPLOYMENT_ARGS ?=
 
-.PHONY: install install-min install-newest test test-latest test-deployment test-min test-newest lint typecheck docs docs-check browser demo bench clean
+.PHONY: install install-min install-newest test test-latest test-deployment test-min test-newest bench-smoke lint typecheck docs docs-check browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -96,26 +96,26 @@ docs: $(STAMP)
 docs-check: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 
-# lint, mypy, the manual and the installs first, one at a time. Then the three runs of the suite, two at a
-# time, the longest first (in a row they took 41 of CI's 57 minutes): each keeps about one core busy (its
-# pytest waits on one Airflow subprocess at a time), so on 2 cores two together take little longer than
-# one. They share no port (each asks the OS for one), no pytest temp dir (a numbered, locked basetemp per
-# session) and no Airflow metadata database (each session migrates its own); --output-sync prints each
-# run's output whole. The deployment suite last and alone: its scenarios wait on a whole distributed
-# Airflow on the same cores.
+# lint, mypy, the manual and the installs first, one at a time. Then the three runs of the suite and the
+# benchmarks' smoke run, SUITE_JOBS at a time, the longest first: a run of the suite waits on one Airflow
+# subprocess at a time, so it leaves the other cores free for the next. They share no port (each asks the
+# OS for one), no pytest temp dir (a numbered, locked basetemp per session) and no Airflow metadata
+# database (each session migrates its own); --output-sync prints each run's output whole. The deployment
+# suite last and alone: its scenarios wait on a whole distributed Airflow on the same cores.
 SUITE_JOBS ?= 2
 test: lint typecheck docs-check install install-min $(if $(strip $(NEW_PYTHON)),install-newest) browser
-	$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target test-latest test-min test-newest
+	$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target test-latest test-min test-newest bench-smoke
 	$(MAKE) --no-print-directory test-deployment
 
-# tests/deployment runs only in test-deployment: the other runs leave it out.
-NO_DEPLOYMENT := --ignore=tests/deployment
+# tests/deployment and tests/bench run once, in their own targets (test-deployment, bench-smoke): the three
+# runs of the suite leave them out.
+NOT_IN_SUITE := --ignore=tests/deployment --ignore=tests/bench
 
 # Branch coverage of the package, measured in process; settings and fail_under (90 %) in pyproject.toml.
 # `coverage run`, not pytest-cov: the provider's own pytest plugin (entry point pytest11) imports the
 # package before pytest-cov would start, so its import-time lines would count as missed.
 test-latest: $(STAMP) $(CHROMIUM)
-	$(BIN)/python -m coverage run -m pytest $(NO_DEPLOYMENT) $(PYTEST_ARGS)
+	$(BIN)/python -m coverage run -m pytest $(NOT_IN_SUITE) $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report
 
 # A distributed Airflow on 127.0.0.1 (PostgreSQL, Redis, CeleryExecutor with two workers, the triggerer),
@@ -129,16 +129,16 @@ test-deployment: $(STAMP)
 # runs on the latest Airflow only (test-deployment).
 test-min: $(STAMP_MIN)
 	@$(BIN_MIN)/python -c 'import sys, airflow; print(f"lowest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
-	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NO_DEPLOYMENT) $(PYTEST_ARGS)
+	$(BIN_MIN)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NOT_IN_SUITE) $(PYTEST_ARGS)
 
 # The suite on NEW_PYTHON, less what the Python version does not change: the UI and the deployment, and
 # the tests marked dags (real DAG runs in `airflow dags test` subprocesses: Airflow 3.3.2's own run loop,
-# as in test-latest; 72 % of the suite's time). Our code runs on NEW_PYTHON in the unit, integration
-# (real sockets, asyncio, TLS) and reliability tests, all kept; the dags tests run on 3.3.2 and 3.0.2.
+# as in test-latest). Our code runs on NEW_PYTHON in the unit, integration (real sockets, asyncio, TLS)
+# and reliability tests, all kept; the dags tests run on 3.3.2 and 3.0.2.
 ifneq ($(strip $(NEW_PYTHON)),)
 test-newest: $(STAMP_NEW)
 	@$(BIN_NEW)/python -c 'import sys, airflow; print(f"newest: Airflow {airflow.__version__} on Python {sys.version.split()[0]}")'
-	$(BIN_NEW)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NO_DEPLOYMENT) -m "not dags" $(PYTEST_ARGS)
+	$(BIN_NEW)/python -m pytest -p no:cacheprovider --ignore=tests/ui $(NOT_IN_SUITE) -m "not dags" $(PYTEST_ARGS)
 else
 test-newest:
 	@echo "test-newest: no Python 3.13 or 3.14 on this machine (pyenv's or on the PATH): skipped"
@@ -149,6 +149,11 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(STAMP_DEMO))
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# The benchmarks' quick mode runs and writes well-formed records (tests/bench; no time is judged): once, on
+# the latest Airflow. It runs the benchmarks in subprocesses, so it adds nothing to coverage.
+bench-smoke: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider tests/bench
 
 clean:
 	rm -rf $(VENV) $(VENV_MIN) $(VENV_NEW) .pytest_cache .ruff_cache .mypy_cache .coverage site

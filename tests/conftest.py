@@ -28,10 +28,25 @@ if TYPE_CHECKING:  # imported by pytest_plugins below, where its asserts are rew
 pytest_plugins = ["tests.token_canary", "pytester"]
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+# The repository's root: the test DAG files import tests.dag_defaults from there.
+REPO = Path(__file__).resolve().parents[1]
 # Upper bounds, so that a hung subprocess fails the test instead of blocking the suite.
 MIGRATE_TIMEOUT = 600
 DB_MANAGER = "airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"
 DAG_TEST_TIMEOUT = 600
+# What starts Airflow processes: the session's home (`airflow db migrate`, then every `airflow dags test`
+# and API server on it), and the tiers that start their own Airflow.
+SPAWNS_AIRFLOW_FIXTURES = frozenset({"airflow_home"})
+SPAWNS_AIRFLOW_MARKERS = ("dags", "ui", "deployment")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the marker added here counts
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``spawns_airflow`` each test that starts Airflow: ``-m "not spawns_airflow"`` runs the rest."""
+    for item in items:
+        fixtures = SPAWNS_AIRFLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if fixtures or any(item.get_closest_marker(name) for name in SPAWNS_AIRFLOW_MARKERS):
+            item.add_marker(pytest.mark.spawns_airflow)
 
 
 def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> dict[str, str]:
@@ -46,6 +61,7 @@ def airflow_env(home: Path, dags_folder: Path | None = None, **extra: str) -> di
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder or home / "dags"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
         # The delivery-report table: Airflow 3.2 and later find its manager by themselves, 3.0 and 3.1 here.
         AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS=DB_MANAGER,
