@@ -44,8 +44,8 @@ class BoundedBody:
     (raw bytes from httpx, as the async hook). The sync hook feeds it bytes that urllib3 has
     already decompressed (urllib3 bounds each decompression step itself), so it passes
     ``decompress=False``; the async hook feeds it httpx's raw bytes, and the decompression is
-    bounded here, because httpx inflates a whole network chunk at once (a 50 KB gzip chunk becomes
-    50 MB in one piece). Either way a compression bomb costs at most ``limit`` bytes.
+    bounded here, because httpx inflates a whole network chunk at once (a small gzip chunk may become
+    megabytes in one piece). Either way a compression bomb costs at most ``limit`` bytes.
 
     :param headers: the answer's headers (``Content-Encoding``, ``Content-Length``).
     :param http_status: the answer's HTTP status, for the error.

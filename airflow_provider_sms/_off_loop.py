@@ -9,7 +9,7 @@ the loop one contender, so it gets the GIL back within the interpreter's switch 
 
 Short work stays in the loop (``inline=True``, the caller's estimate against :data:`QUICK`): while the
 thread runs, the loop waits for the GIL again after each of its own system calls, so a trip to the
-thread costs the loop more than a millisecond of work done in place. Many NPAI sensors sharing one
+thread costs the loop more than short work done in place. Many NPAI sensors sharing one
 read, each handing a short filter to the thread, stalled the loop longer than the filters took in it.
 The figures are in docs/performance.md ("The loop lag").
 """

@@ -51,8 +51,8 @@ Logger = Any
 
 @functools.lru_cache(maxsize=32)
 def _french_holidays(year: int) -> Container[dt.date]:
-    # Imported here: ``holidays`` takes ~0.2 s to import, which every DAG file using the operators
-    # would pay at parse time; only a marketing message's check needs it.
+    # Imported here: ``holidays`` is slow to import, which every DAG file using the operators would pay
+    # at parse time; only a marketing message's check needs it.
     import holidays
 
     # One table per year (metropolitan France: the package's default subdivision). The language is

@@ -65,7 +65,7 @@ FULL = Sizes(
     reports=10_000,
     campaigns=10_000,
 )
-# Small enough to finish in well under a minute on a loaded two-core machine: a smoke check only.
+# Small sizes and few repetitions: a smoke check that every case runs, never a measurement.
 QUICK = Sizes(
     numbers=50_000,
     npai=5_000,

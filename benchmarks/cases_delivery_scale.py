@@ -3,12 +3,13 @@
 - Group commit on against off: the same reports posted to API server 0 (group commit on, the default)
   and to a second API server started with ``[sms] delivery_report_group_commit = 1`` (each report its
   own commit), alternately, by the same clients.
-- The campaign summary (what the sensor polls) of a campaign of 1,000,000 numbers (about 1,100,000
-  reports) against one of 10,000, through the API server; and its first page of failed numbers.
+- The campaign summary (what the sensor polls) of a campaign of 1,000,000 numbers (a tenth of them
+  with a "sent" report before their final one) against one of 10,000, through the API server; and its
+  first page of failed numbers.
   The reports are stored by the receiver's own write (``benchmarks.report_loader``) and put in batches by
   the API server's flusher, whose pace is reported.
 - The scheduler's memory while one run of the DAG scheduled on the asset consumes a 100,000-report
-  campaign's events (before batches: an event per report, 171 MB -> 1,009 MB, the run never started).
+  campaign's events: it must stay near its memory at rest (docs/performance.md has the figures).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OPERATORS = "airflow_provider_sms.operators.sms"
 HOOK = "airflow_provider_sms.hooks.sms"
 BASELINE_MODULE = "airflow.sdk"
-# The difference of two ~1.2 s imports moves by tens of ms with the machine's load: reported, and the
-# target is on the provider's own modules (OWN_IMPORT_MS).
+# The difference of two fresh interpreters' imports moves with the machine's load more than the
+# provider weighs: reported, and the target is on the provider's own modules (OWN_IMPORT_MS).
 IMPORT_OVERHEAD_MS = 50.0
 OWN_IMPORT_MS = 15.0
 PROVIDER = "airflow_provider_sms"
