@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_sms.notifications.sms import APPROVAL_TEXT, SmsNotifier
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 NUMBERS = [f"3361200020{i}" for i in range(1, 7)]
 APPROVER_PHONE = "33699000001"
@@ -25,17 +25,10 @@ APPROVER_PHONE = "33699000001"
 
 def approval_dag(dag_id: str, min_credits_after: int | None = None) -> DAG:
     """The DAG ``dag_id``: one send of the campaign behind its gates, asking alice when one refuses."""
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-        catchup=False,
-        tags=["test"],
-        doc_md=__doc__,
-    ) as dag:
+    with DAG(dag_id, **dag_arguments(doc_md=__doc__)) as dag:
         SmsSendOperator(
             task_id="send",
-            message={"text": "Spring sale: 20 % off everything until Sunday", "pushtype": "alert"},
+            message=alert("Spring sale: 20 % off everything until Sunday"),
             recipients=NUMBERS,
             batch_size=3,
             max_cost=1,

@@ -6,23 +6,23 @@ refused. Runs on consecutive days make two campaigns. ``on_duplicate`` comes fro
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 with DAG(
     "sms_daily_reminder",
-    schedule="0 9 * * *",
-    start_date=pendulum.datetime(2026, 1, 1, tz="Europe/Paris"),
-    catchup=False,
-    params={"on_duplicate": "fail"},
-    tags=["test"],
-    doc_md=__doc__,
+    **dag_arguments(
+        schedule="0 9 * * *",
+        tz="Europe/Paris",
+        params={"on_duplicate": "fail"},
+        doc_md=__doc__,
+    ),
 ):
     SmsSendOperator(
         task_id="send",
-        message={"text": "Reminder: your appointment is tomorrow at 10:00", "pushtype": "alert"},
+        message=alert("Reminder: your appointment is tomorrow at 10:00"),
         recipients=["33612000201", "33612000202", "33612000203"],
         delay="{{ logical_date.in_tz('Europe/Paris').add(days=1).at(10) }}",
         on_duplicate="{{ params.on_duplicate }}",

@@ -9,15 +9,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, task
 
-with DAG(
-    "sms_forged_record",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    params={"ticket": 1, "signature": "0" * 64},
-    tags=["test"],
-    doc_md=__doc__,
-):
+from tests.dag_defaults import dag_arguments
+
+with DAG("sms_forged_record", **dag_arguments(params={"ticket": 1, "signature": "0" * 64}, doc_md=__doc__)):
 
     @task
     def forge(params: dict | None = None, ti=None) -> None:  # type: ignore[no-untyped-def]

@@ -9,23 +9,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG, task
 
 from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 BLACKLISTED = ["33600000001", "33600000002"]
 
-with DAG(
-    "sms_reached_nobody",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    params={"on_nothing_sent": "warn"},
-    tags=["test"],
-    doc_md=__doc__,
-):
+with DAG("sms_reached_nobody", **dag_arguments(params={"on_nothing_sent": "warn"}, doc_md=__doc__)):
 
     @task(on_success_callback=SmsNotifier(text="{{ ti.task_id }} done", recipients=BLACKLISTED[:1]))
     def notify_nobody() -> None:
@@ -34,7 +26,7 @@ with DAG(
     notify_nobody()
     SmsSendOperator(
         task_id="send_to_nobody",
-        message={"text": "Your parcel is on its way", "pushtype": "alert"},
+        message=alert("Your parcel is on its way"),
         recipients=BLACKLISTED,
         batch_size=1,
         retries=2,
@@ -42,29 +34,21 @@ with DAG(
     )
     SmsSendOperator(
         task_id="send_to_nobody_warned",
-        message={"text": "Your parcel is out for delivery", "pushtype": "alert"},
+        message=alert("Your parcel is out for delivery"),
         recipients=BLACKLISTED,
         on_nothing_sent="{{ params.on_nothing_sent }}",
     )
 
-with DAG(
-    "sms_refused",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    params={"bad_mode": "maybe"},
-    tags=["test"],
-    doc_md=__doc__,
-):
+with DAG("sms_refused", **dag_arguments(params={"bad_mode": "maybe"}, doc_md=__doc__)):
     SmsSendOperator(
         task_id="bad_input",
-        message={"text": "Your parcel was delivered", "pushtype": "alert"},
+        message=alert("Your parcel was delivered"),
         recipients=["33612000401"],
         on_nothing_sent="{{ params.bad_mode }}",
     )
     SmsSendOperator(
         task_id="wrong_token",
-        message={"text": "Your parcel is delayed", "pushtype": "alert"},
+        message=alert("Your parcel is delayed"),
         recipients=["33612000402"],
         sms_conn_id="sms_wrong_token",
         on_failure_callback=SmsNotifier(

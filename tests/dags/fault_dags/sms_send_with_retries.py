@@ -8,22 +8,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
-with DAG(
-    "sms_send_with_retries",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["test"],
-    doc_md=__doc__,
-):
+with DAG("sms_send_with_retries", **dag_arguments(doc_md=__doc__)):
     SmsSendOperator(
         task_id="send",
-        message={"text": "Your parcel is on its way", "pushtype": "alert"},
+        message=alert("Your parcel is on its way"),
         recipients=["33612000101", "33612000102"],
         retries=2,
         retry_delay=timedelta(seconds=1),

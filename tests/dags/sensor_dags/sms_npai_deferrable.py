@@ -11,23 +11,23 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pendulum
 from airflow.sdk import dag, task
 
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor
+from tests.dag_defaults import alert, dag_arguments
 
 UNREACHABLE = os.environ.get("SMS_TEST_UNREACHABLE", "33600000000")
 RESULT_FILE = os.environ.get("SMS_TEST_RESULT_FILE", "")
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False, tags=["test"])
+@dag(**dag_arguments())
 def sms_npai_deferrable() -> None:
     """Send, wait for the NPAI entry in the triggerer, hand the entries downstream."""
 
     @task
     def send_campaign() -> str:
-        result = SmsHook().send({"text": "Your parcel is on its way", "pushtype": "alert"}, [UNREACHABLE])
+        result = SmsHook().send(alert("Your parcel is on its way"), [UNREACHABLE])
         return result.ticket or ""
 
     ticket = send_campaign()

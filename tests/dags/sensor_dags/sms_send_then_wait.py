@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import dag
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+from tests.dag_defaults import alert, dag_arguments
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False, tags=["test"])
+@dag(**dag_arguments())
 def sms_send_then_wait() -> None:
     """Send one alert, then wait for its delivery reports."""
     send = SmsSendOperator(
         task_id="send",
-        message={"text": "Your parcel is on its way", "pushtype": "alert"},
+        message=alert("Your parcel is on its way"),
         recipients=["33612000077"],
         on_duplicate="send",
     )

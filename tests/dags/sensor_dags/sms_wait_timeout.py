@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 
-import pendulum
 from airflow.sdk import dag
 
 from airflow_provider_sms.sensors.sms import SmsNpaiSensor, SmsWebhookSensor
+from tests.dag_defaults import dag_arguments
 
 WAIT = os.environ.get("SMS_TEST_WAIT", "npai")
 TIMEOUT = float(os.environ.get("SMS_TEST_TIMEOUT", "20"))
@@ -23,7 +23,7 @@ NEVER_SENT = 4242  # no campaign of the sandbox has this id
 UNHEALTHY_WEBHOOK = "2"  # seeded live, with a last HTTP code of 500
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False, tags=["test"])
+@dag(**dag_arguments())
 def sms_wait_timeout() -> None:
     """One deferrable sensor, polling every 2 s until its timeout."""
     common = {"deferrable": True, "poke_interval": 2, "timeout": TIMEOUT, "soft_fail": SOFT_FAIL}

@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import overload
 
-import pendulum
 from airflow.sdk import dag
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 NUMBERS = 50_000
 BATCH_SIZE = 5_000
@@ -52,17 +52,12 @@ class CampaignNumbers(Sequence[str]):
         return f"CampaignNumbers({self.count} numbers)"
 
 
-@dag(
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["sms", "test"],
-)
+@dag(**dag_arguments("sms"))
 def deployment_batched_send() -> None:
     """One batched send; a retry (after a worker dies) resumes after the last confirmed batch."""
     SmsSendOperator(
         task_id="send",
-        message={"text": "Your parcel is on its way.", "pushtype": "alert"},
+        message=alert("Your parcel is on its way."),
         recipients=CampaignNumbers(NUMBERS),
         batch_size=BATCH_SIZE,
         retries=1,

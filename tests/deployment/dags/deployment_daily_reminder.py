@@ -8,23 +8,18 @@ run whose logical date is in the future.)
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import dag
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 
-@dag(
-    schedule="0 9 * * *",
-    start_date=pendulum.datetime(2026, 1, 1, tz="Europe/Paris"),
-    catchup=False,
-    tags=["sms", "test"],
-)
+@dag(**dag_arguments("sms", schedule="0 9 * * *", tz="Europe/Paris"))
 def deployment_daily_reminder() -> None:
     """Remind the customers of their appointment, in two days at 10:00 Paris time."""
     SmsSendOperator(
         task_id="send",
-        message={"text": "Reminder: your appointment is in two days at 10:00", "pushtype": "alert"},
+        message=alert("Reminder: your appointment is in two days at 10:00"),
         recipients=["33612000301", "33612000302", "33612000303"],
         delay="{{ logical_date.in_tz('Europe/Paris').add(days=2).at(10) }}",
     )

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import Param, dag
 
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+from tests.dag_defaults import dag_arguments
 
 
 @dag(
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    params={"campaign_id": Param(1, type="integer"), "expected": Param(1, type="integer")},
-    tags=["sms", "test"],
+    **dag_arguments(
+        "sms", params={"campaign_id": Param(1, type="integer"), "expected": Param(1, type="integer")}
+    )
 )
 def deployment_delivery_wait() -> None:
     """Wait in the triggerer until every message of the conf's campaign has a final status."""

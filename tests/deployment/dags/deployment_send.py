@@ -5,23 +5,22 @@ Four runs of it at once, each with its own campaign, spread over both Celery wor
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import dag_arguments
 
 
 @dag(
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    # The recipients param is a list: rendered as one, not as its text.
-    render_template_as_native_obj=True,
-    params={
-        "text": Param("Deployment test", type="string"),
-        "recipients": Param(["33611110001"], type="array"),
-    },
-    tags=["sms", "test"],
+    **dag_arguments(
+        "sms",
+        # The recipients param is a list: rendered as one, not as its text.
+        render_template_as_native_obj=True,
+        params={
+            "text": Param("Deployment test", type="string"),
+            "recipients": Param(["33611110001"], type="array"),
+        },
+    )
 )
 def deployment_send() -> None:
     """Send the conf's text to the conf's numbers, once."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
+from tests.dag_defaults import alert, dag_arguments
 
 # The first DAG's id is the file's name: the harness waits for a DAG of each file's name.
 for dag_id, conn_id in (
@@ -23,20 +23,19 @@ for dag_id, conn_id in (
 ):
     with DAG(
         dag_id,
-        schedule=None,
-        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-        catchup=False,
-        render_template_as_native_obj=True,
-        params={
-            "recipients": Param(["33611110001"], type="array"),
-            "delay": Param(None, type=["null", "string"]),
-        },
-        tags=["sms", "test"],
+        **dag_arguments(
+            "sms",
+            render_template_as_native_obj=True,
+            params={
+                "recipients": Param(["33611110001"], type="array"),
+                "delay": Param(None, type=["null", "string"]),
+            },
+        ),
     ):
         send = SmsSendOperator(
             task_id="send",
             sms_conn_id=conn_id,
-            message={"text": "Your parcel arrives today.", "pushtype": "alert"},
+            message=alert("Your parcel arrives today."),
             recipients="{{ params.recipients }}",
             delay="{{ params.delay }}",
         )

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
 NUMBERS = ["33612000301", "33612000302"]
 TEXT = "Deployment test: a campaign a person approves"
@@ -29,17 +29,10 @@ for dag_id, approval_timeout in (
     ("deployment_send_approved", timedelta(minutes=10)),
     ("deployment_send_approved_timeout", SHORT_TIMEOUT),
 ):
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-        catchup=False,
-        tags=["sms", "test"],
-        doc_md=__doc__,
-    ):
+    with DAG(dag_id, **dag_arguments("sms", doc_md=__doc__)):
         SmsSendOperator(
             task_id="send",
-            message={"text": TEXT, "pushtype": "alert"},
+            message=alert(TEXT),
             recipients=NUMBERS,
             max_cost=1,
             on_cost_exceeded="ask",

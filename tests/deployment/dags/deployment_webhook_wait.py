@@ -5,19 +5,13 @@ The triggerer is stopped and restarted while it waits (scenario 3).
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag
 
 from airflow_provider_sms.sensors.sms import SmsWebhookSensor
+from tests.dag_defaults import dag_arguments
 
 
-@dag(
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    params={"webhook_id": Param("9", type="string")},
-    tags=["sms", "test"],
-)
+@dag(**dag_arguments("sms", params={"webhook_id": Param("9", type="string")}))
 def deployment_webhook_wait() -> None:
     """Wait in the triggerer, polling every second, until the webhook is live."""
     SmsWebhookSensor(

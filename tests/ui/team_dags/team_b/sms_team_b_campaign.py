@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_sms.operators.sms import SmsSendOperator
+from tests.dag_defaults import alert, dag_arguments
 
-with DAG(
-    "sms_team_b_campaign",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="Europe/Paris"),
-    catchup=False,
-    tags=["test"],
-    doc_md=__doc__,
-):
+with DAG("sms_team_b_campaign", **dag_arguments(tz="Europe/Paris", doc_md=__doc__)):
     SmsSendOperator(
         task_id="send",
-        message={"text": "Your parcel is on its way", "pushtype": "alert"},
+        message=alert("Your parcel is on its way"),
         recipients=[f"3361200050{last}" for last in range(1, 7)],
     )
