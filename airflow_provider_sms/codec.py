@@ -1,17 +1,18 @@
-"""The one place that knows the wire: request and response bodies, JSON and XML, both directions.
+"""The client's wire: request bodies encoded, the service's answers and delivery reports decoded.
 
-The client side encodes requests and decodes responses; the sandbox decodes requests and encodes
-responses with the same functions, so one definition serves both. XML is parsed with defusedxml's
-rules: no DTD, no entity expansion, no external entities (see :func:`_safe_fromstring`).
+JSON and XML. The delivery report stays here because the provider is its reader: the receiver on the
+API server decodes what the service posts, and its store keys a report by the report's encoding. The
+service's side (requests read, answers written) is the sandbox's (:mod:`airflow_provider_sms.sandbox.wire`),
+which reuses this module's parser and XML rules, so one wire definition serves both sides. XML is
+parsed with defusedxml's rules: no DTD, no entity expansion, no external entities (see
+:func:`_safe_fromstring`).
 """
 
 from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from xml.etree.ElementTree import Element, ParseError, fromstring
 from xml.parsers.expat import ExpatError, ParserCreate
@@ -36,14 +37,14 @@ from airflow_provider_sms.models import (
 from airflow_provider_sms.phone_numbers import quoted_masked
 
 if TYPE_CHECKING:
-    from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
 WireFormat = Literal["json", "xml"]
 FORMATS: tuple[str, ...] = ("json", "xml")
 CONTENT_TYPES: dict[str, str] = {"json": "application/json", "xml": "application/xml"}
-_XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
+XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
 # Elements that repeat on the wire: always decoded as lists, even when there is one or none.
-_REPEATED = frozenset({"list", "links", "gsm", "lists"})
+REPEATED_ELEMENTS = frozenset({"list", "links", "gsm", "lists"})
 # Order of the message's elements in XML, as in the interface's examples.
 _MESSAGE_FIELDS = ("text", "pushtype", "sender", "delay", "links")
 # How much of an unreadable body an error quotes.
@@ -77,7 +78,7 @@ def _cdata(text: str) -> str:
     return "<![CDATA[" + inner + "]]>"
 
 
-def _escape(text: str) -> str:
+def escape_text(text: str) -> str:
     """Escape element text; ``\r`` as a character reference, which XML parsers keep (see ``_cdata``)."""
     return escape(text, _CR_ENTITY)
 
@@ -87,8 +88,8 @@ def _message_xml(message: Message) -> str:
     for name in ("pushtype", "sender", "delay"):
         value = getattr(message, name)
         if value is not None:
-            parts.append(f"<{name}>{_escape(value)}</{name}>")
-    parts.extend(f"<links>{_escape(link)}</links>" for link in message.links)
+            parts.append(f"<{name}>{escape_text(value)}</{name}>")
+    parts.extend(f"<links>{escape_text(link)}</links>" for link in message.links)
     parts.append("</message>")
     return "".join(parts)
 
@@ -108,7 +109,7 @@ def encode_send(message: Message, recipients: Sequence[str | Recipient], fmt: Wi
         gsm = _json_gsm(recipients)
         return ('{"sms":' + head[:-1] + ',"recipients":{"gsm":[' + gsm + "]}}}").encode()
     return (
-        _XML_DECLARATION
+        XML_DECLARATION
         + "<sms>"
         + _message_xml(message)
         + "<recipients>"
@@ -141,9 +142,9 @@ def _xml_gsm(recipients: Sequence[str | Recipient]) -> str:
     for item in recipients:
         if isinstance(item, Recipient):
             attr = f" gsmsmsid={quoteattr(item.gsmsmsid)}" if item.gsmsmsid is not None else ""
-            items.append(f"<gsm{attr}>{_escape(item.value)}</gsm>")
+            items.append(f"<gsm{attr}>{escape_text(item.value)}</gsm>")
         else:
-            items.append(f"<gsm>{_escape(item)}</gsm>")
+            items.append(f"<gsm>{escape_text(item)}</gsm>")
     return "".join(items)
 
 
@@ -153,74 +154,10 @@ def encode_lists(message: Message, lists: Sequence[ListRef], fmt: WireFormat) ->
         body = {"sms": {"message": _message_json(message), "lists": [{"value": ref.value} for ref in lists]}}
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     items = "".join(f"<lists><value>{ref.value}</value></lists>" for ref in lists)
-    return (_XML_DECLARATION + "<sms>" + _message_xml(message) + items + "</sms>").encode()
-
-
-@dataclass
-class CampaignRequest:
-    """A request body as the service receives it, before the service's own checks (sandbox side).
-
-    Numbers are kept as given: the service counts invalid ones rather than refusing the request.
-    """
-
-    message: dict[str, Any]
-    recipients: list[dict[str, Any]] = field(default_factory=list)
-    lists: list[Any] = field(default_factory=list)
-
-
-def decode_request(body: bytes, fmt: WireFormat) -> CampaignRequest:
-    """Read a send or simulate body. Raises SmsApiError with status -6 (JSON) or -2 (XML) if malformed."""
-    data = _parse(body, fmt, request=True)
-    sms = data.get("sms") if isinstance(data, dict) else None
-    if not isinstance(sms, dict) or not isinstance(sms.get("message"), dict):
-        raise SmsApiError(_malformed_status(fmt), "body must hold an 'sms' object with a 'message'")
-    message = dict(sms["message"])
-    if fmt == "xml":
-        message.setdefault("links", [])
-    recipients_node = sms.get("recipients")
-    gsm = recipients_node.get("gsm", []) if isinstance(recipients_node, dict) else []
-    if isinstance(gsm, dict):
-        gsm = [gsm]
-    recipients = [item if isinstance(item, dict) else {"value": item} for item in gsm]
-    lists = sms.get("lists", [])
-    if not isinstance(lists, list):
-        lists = [lists]
-    return CampaignRequest(
-        message=message,
-        recipients=recipients,
-        lists=[item.get("value") if isinstance(item, dict) else item for item in lists],
-    )
+    return (XML_DECLARATION + "<sms>" + _message_xml(message) + items + "</sms>").encode()
 
 
 # --------------------------------------------------------------------------------------- responses
-
-
-def encode_response(data: BaseModel | Mapping[str, Any], fmt: WireFormat) -> bytes:
-    """Encode an answer of the service (sandbox side): JSON object, or XML rooted at ``response``."""
-    payload = data.model_dump(by_alias=True) if isinstance(data, BaseModel) else dict(data)
-    if fmt == "json":
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    return (_XML_DECLARATION + _xml_element("response", payload)).encode()
-
-
-def _xml_element(tag: str, value: Any) -> str:
-    if isinstance(value, Mapping):
-        inner = "".join(_xml_children(name, item) for name, item in value.items())
-        return f"<{tag}>{inner}</{tag}>"
-    if value is None:
-        # The interface writes an absent batch_id as the text null; other absent values are empty.
-        return f"<{tag}>null</{tag}>" if tag == "batch_id" else f"<{tag}/>"
-    if isinstance(value, bool):
-        value = int(value)
-    return f"<{tag}>{_escape(str(value))}</{tag}>"
-
-
-def _xml_children(name: str, value: Any) -> str:
-    if isinstance(value, list):
-        if name in _REPEATED:
-            return "".join(_xml_element(name, item) for item in value)
-        return f"<{name}>" + "".join(_xml_element("item", item) for item in value) + f"</{name}>"
-    return _xml_element(name, value)
 
 
 def decode_campaign_result(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> CampaignResult:
@@ -233,7 +170,7 @@ def decode_webhook(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> Webho
     envelope = _decode(body, fmt, WebhookResponse, endpoint)
     if envelope.webhook is None:
         raise SmsApiError(
-            envelope.status, "the answer has no 'webhook' record", body=_quote(body), endpoint=endpoint
+            envelope.status, "the answer has no 'webhook' record", body=quote_body(body), endpoint=endpoint
         )
     return envelope.webhook
 
@@ -249,9 +186,9 @@ def decode_npai(body: bytes, fmt: WireFormat, *, endpoint: str = "") -> NpaiList
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a long answer is turned into objects.
 
-    A 100,000-entry NPAI list creates about half a million containers, none of them in a cycle;
-    each batch of them triggers collections that walk the whole heap, which took two thirds of the
-    decoding time (``make bench``). Reference counting still frees everything as usual.
+    A long NPAI list creates many containers, none of them in a cycle; each batch of them would
+    trigger collections that walk the whole heap, for nothing. Reference counting still frees
+    everything as usual.
     """
     if not gc.isenabled():
         yield
@@ -264,7 +201,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 def encode_delivery_report(report: DeliveryReport) -> bytes:
-    """The body of the service's POST to a DLR webhook: one report, JSON (the only format it posts)."""
+    """The body of the service's POST to a DLR webhook: one report, JSON (the only format it posts).
+
+    The receiver's store keys a report by these bytes; the sandbox posts them.
+    """
     return report.model_dump_json().encode()
 
 
@@ -282,54 +222,16 @@ def decode_delivery_report(body: bytes) -> DeliveryReport:
         raise SmsValidationError(join_errors(errors), errors) from None
 
 
-def encode_delivery_summary(summary: DeliverySummary) -> bytes:
-    """The body of the receiver's campaign summary (JSON): what the delivery-reports wait polls."""
-    return summary.model_dump_json().encode()
-
-
-def decode_delivery_summary(body: bytes) -> DeliverySummary:
-    """Read a campaign summary from the receiver; an unreadable one raises SmsApiError with its start."""
-    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
-
-    try:
-        return DeliverySummary.model_validate_json(body)
-    except ValidationError as exc:
-        raise SmsApiError(
-            None,
-            f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
-            body=_quote(body),
-        ) from None
-
-
-def encode_batch_page(page: BatchPage) -> bytes:
-    """The body of the receiver's page of a batch's reports (JSON): what ``reports_from_events`` reads."""
-    return page.model_dump_json().encode()
-
-
-def decode_batch_page(body: bytes) -> BatchPage:
-    """Read a page of a batch's reports from the receiver; an unreadable one raises SmsApiError."""
-    from airflow_provider_sms.delivery_reports.summary import BatchPage
-
-    try:
-        return BatchPage.model_validate_json(body)
-    except ValidationError as exc:
-        raise SmsApiError(
-            None,
-            f"the delivery-reports batch is not readable ({exc.error_count()} error(s))",
-            body=_quote(body),
-        ) from None
-
-
 def decode_envelope(body: bytes, fmt: WireFormat) -> ApiEnvelope:
     """Read only ``status``/``message``/``details`` of any answer; raises SmsApiError if unreadable."""
-    data = _parse(body, fmt)
+    data = parse_body(body, fmt)
     if not isinstance(data, dict):
-        raise SmsApiError(None, f"the answer is not a {fmt.upper()} object", body=_quote(body))
+        raise SmsApiError(None, f"the answer is not a {fmt.upper()} object", body=quote_body(body))
     try:
         return ApiEnvelope.model_validate(data)
     except ValidationError as exc:
         raise SmsApiError(
-            None, f"unreadable status in the answer: {exc.errors()[0]['msg']}", body=_quote(body)
+            None, f"unreadable status in the answer: {exc.errors()[0]['msg']}", body=quote_body(body)
         ) from None
 
 
@@ -344,10 +246,10 @@ def _decode(
                 return result
         except ValidationError:
             pass
-    data = _parse(body, fmt, endpoint=endpoint)
+    data = parse_body(body, fmt, endpoint=endpoint)
     if not isinstance(data, dict):
         raise SmsApiError(
-            None, f"the answer is not a {fmt.upper()} object", body=_quote(body), endpoint=endpoint
+            None, f"the answer is not a {fmt.upper()} object", body=quote_body(body), endpoint=endpoint
         )
     raise_for_status(data, body=body, endpoint=endpoint)
     try:
@@ -357,7 +259,7 @@ def _decode(
         raise SmsApiError(
             1,
             f"the answer does not have the documented shape ({problems})",
-            body=_quote(body),
+            body=quote_body(body),
             endpoint=endpoint,
         ) from None
 
@@ -369,12 +271,12 @@ def raise_for_status(
     status = data.get("status")
     if status is None:
         error = data.get("error") or data.get("message") or "no 'status' in the answer"
-        raise SmsApiError(None, str(error), body=_quote(body), endpoint=endpoint, http_status=http_status)
+        raise SmsApiError(None, str(error), body=quote_body(body), endpoint=endpoint, http_status=http_status)
     try:
         code = int(status)
     except (TypeError, ValueError):
         raise SmsApiError(
-            None, f"'status' is not an integer: {status!r}", body=_quote(body), endpoint=endpoint
+            None, f"'status' is not an integer: {status!r}", body=quote_body(body), endpoint=endpoint
         ) from None
     if code == 1:
         return
@@ -382,24 +284,37 @@ def raise_for_status(
     raise error_class(
         code,
         str(data.get("message") or data.get("error") or "no message"),
-        body=_quote(body),
+        body=quote_body(body),
         details=data.get("details"),
         endpoint=endpoint,
         http_status=http_status,
     )
 
 
-def _malformed_status(fmt: WireFormat) -> int:
-    return -6 if fmt == "json" else -2
-
-
-def _quote(body: bytes) -> bytes:
+def quote_body(body: bytes) -> bytes:
+    """The start of an unreadable ``body`` that an error quotes."""
     return body[:_QUOTED_BODY_BYTES]
 
 
-def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str = "") -> Any:
-    """Parse a body into plain Python values; unreadable bodies raise SmsApiError, never a raw error."""
-    status = _malformed_status(fmt) if request else None
+def parse_body(
+    body: bytes,
+    fmt: WireFormat,
+    *,
+    endpoint: str = "",
+    error_status: int | None = None,
+    keep_root: bool = False,
+) -> Any:
+    """Parse a body into plain Python values; unreadable bodies raise SmsApiError, never a raw error.
+
+    The sandbox reads request bodies with it too: the one safe parser of both sides.
+
+    :param endpoint: the call answered, as errors name it.
+    :param error_status: the ``status`` an unreadable body's error carries (None: the service's answer
+        had none; the sandbox gives the service's status for a malformed request).
+    :param keep_root: an XML document is read as ``{root tag: content}``, as a JSON request's outer
+        object names its root; else as its root's content.
+    """
+    status = error_status
     if not body or not body.strip():
         raise SmsApiError(status, "empty body", endpoint=endpoint)
     # A hostile body nested thousands deep (``[[[[...`` or ``<a><a><a>...``) exhausts the recursion
@@ -413,11 +328,11 @@ def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str
             raise SmsApiError(
                 status,
                 f"the body is not valid JSON ({exc}); it starts with {body[:60]!r}",
-                body=_quote(body),
+                body=quote_body(body),
                 endpoint=endpoint,
             ) from None
         except RecursionError:
-            raise SmsApiError(status, too_deep, body=_quote(body), endpoint=endpoint) from None
+            raise SmsApiError(status, too_deep, body=quote_body(body), endpoint=endpoint) from None
     try:
         root = _safe_fromstring(body)
     except DefusedXmlException as exc:
@@ -425,20 +340,20 @@ def _parse(body: bytes, fmt: WireFormat, *, request: bool = False, endpoint: str
             status,
             f"the XML body was refused as unsafe ({type(exc).__name__}: a DOCTYPE could expand "
             "entities or read external files, and no answer of the service has one)",
-            body=_quote(body),
+            body=quote_body(body),
             endpoint=endpoint,
         ) from None
     except (ParseError, ExpatError, ValueError) as exc:
         raise SmsApiError(
             status,
             f"the body is not valid XML ({exc}); it starts with {body[:60]!r}",
-            body=_quote(body),
+            body=quote_body(body),
             endpoint=endpoint,
         ) from None
     try:
-        return {root.tag: _xml_value(root)} if request else _xml_value(root)
+        return {root.tag: _xml_value(root)} if keep_root else _xml_value(root)
     except RecursionError:
-        raise SmsApiError(status, too_deep, body=_quote(body), endpoint=endpoint) from None
+        raise SmsApiError(status, too_deep, body=quote_body(body), endpoint=endpoint) from None
 
 
 class _PrologEnd(Exception):
@@ -459,8 +374,7 @@ def _safe_fromstring(body: bytes) -> Element:
     Entities can only be declared, and external ones referenced, in a DOCTYPE, which may only appear
     before the root element. So expat reads the prolog alone (stopping at the root's start tag) and
     refuses any DOCTYPE with defusedxml's :class:`DTDForbidden`; the document, known to carry no DTD,
-    is then parsed by the C parser. defusedxml's own parser is the pure-Python one, about three
-    times slower on a large NPAI list.
+    is then parsed by the C parser (defusedxml's own parser is the slower pure-Python one).
     """
     check = ParserCreate()
     check.StartDoctypeDeclHandler = _refuse_dtd
@@ -488,7 +402,7 @@ def _xml_value(element: Element) -> Any:
             value = text if text and not text.isspace() else None
         if child.tag == "batch_id" and value == "null":
             value = None
-        if child.tag in _REPEATED:
+        if child.tag in REPEATED_ELEMENTS:
             result.setdefault(child.tag, []).append(value)
         elif child.tag in result:
             existing = result[child.tag]

@@ -16,6 +16,7 @@ import defusedxml.ElementTree as SafeET
 from airflow_provider_sms import codec
 from airflow_provider_sms.models import Message
 from airflow_provider_sms.recipients import parse_recipients
+from airflow_provider_sms.sandbox import wire
 from benchmarks.harness import REPORT, Record, Target, best_of, record, traced_peak
 
 MESSAGE = Message(
@@ -60,7 +61,7 @@ def _xml_baseline(values: list[str]) -> bytes:
 
 def _check_same_document(fmt: codec.WireFormat, ours: bytes, baseline: bytes) -> None:
     # Both bodies, read back by the sandbox's decoder, must be the same request.
-    if codec.decode_request(ours, fmt) != codec.decode_request(baseline, fmt):
+    if wire.decode_request(ours, fmt) != wire.decode_request(baseline, fmt):
         raise AssertionError(f"encode {fmt}: our body and the baseline's are not the same document")
 
 
@@ -160,7 +161,7 @@ def npai_body(count: int, fmt: codec.WireFormat) -> bytes:
         "totalRecords": count,
         "totalDisplayRecords": count,
     }
-    return codec.encode_response(payload, fmt)
+    return wire.encode_response(payload, fmt)
 
 
 def decode_cases(size: int, reps: int) -> list[Record]:

@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_sms import codec
 from airflow_provider_sms._bounded_body import MAX_RESPONSE_BYTES, BoundedBody
+from airflow_provider_sms.delivery_reports.summary import decode_batch_page, decode_delivery_summary
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsAuthError,
@@ -105,7 +105,7 @@ class SummaryRequest:
 def judge_summary(http_status: int, body: bytes, url: str) -> DeliverySummary:
     """The summary in an answer, or the error that says what to do about it."""
     judge_answer(http_status, body, url)
-    return codec.decode_delivery_summary(body)
+    return decode_delivery_summary(body)
 
 
 def judge_answer(http_status: int, body: bytes, url: str) -> None:
@@ -221,11 +221,11 @@ def check_receiver(access: ReceiverAccess, waits: str) -> str:
 def fetch_summary(request: SummaryRequest) -> DeliverySummary:
     """Read the summary (blocking: the sensor's poke and the end of a deferred wait); with the failed
     numbers, every page of them."""
-    summary = codec.decode_delivery_summary(_get(request.url, request.params(), request.headers()))
+    summary = decode_delivery_summary(_get(request.url, request.params(), request.headers()))
     failed = list(summary.failed or [])
     while summary.failed_next is not None:
         request = replace(request, failed_after=summary.failed_next)
-        summary = codec.decode_delivery_summary(_get(request.url, request.params(), request.headers()))
+        summary = decode_delivery_summary(_get(request.url, request.params(), request.headers()))
         failed += summary.failed or []
     if request.with_failed:
         summary = summary.model_copy(update={"failed": failed})
@@ -240,7 +240,7 @@ def fetch_batch(access: ReceiverAccess, batch: int) -> Iterator[StoredReport]:
     headers = {"Authorization": f"Bearer {access.key}", "Accept": "application/json"}
     after_id: int | None = 0
     while after_id is not None:
-        page = codec.decode_batch_page(_get(url, {"after_id": after_id}, headers))
+        page = decode_batch_page(_get(url, {"after_id": after_id}, headers))
         yield from page.reports
         after_id = page.next_after_id
 

@@ -74,6 +74,7 @@ from airflow_provider_sms.delivery_reports.store import (
     UnknownPosition,
     without_parameters,
 )
+from airflow_provider_sms.delivery_reports.summary import encode_batch_page, encode_delivery_summary
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
 
@@ -160,7 +161,7 @@ def read_summary(
             )
         except UnknownPosition as exc:
             raise Refusal(422, f"failed_after: {exc}") from None
-    return codec.encode_delivery_summary(summary)
+    return encode_delivery_summary(summary)
 
 
 def read_batch(conn_id: str, batch: int, after_id: int, limit: int) -> bytes:
@@ -171,7 +172,7 @@ def read_batch(conn_id: str, batch: int, after_id: int, limit: int) -> bytes:
 
     with create_session(scoped=False) as session:
         page = batch_page(session, conn_id, batch, after_id=after_id, limit=limit)
-    return codec.encode_batch_page(page)
+    return encode_batch_page(page)
 
 
 class TablesCheck:

@@ -4,16 +4,18 @@ reports of one asset event (a batch).
 The service never sends it: the receiver on the Airflow API server computes it from the reports it
 stored (:mod:`.store`) and serves it, and the delivery-reports sensor and trigger read it
 (:mod:`.client`). So it lives with the delivery reports rather than in :mod:`airflow_provider_sms.models`,
-which holds the service's resources only. The codec imports it when a summary is decoded, not when
-the codec is imported, so that the hooks' import path does not load this package.
+which holds the service's resources only, and so do its bodies (JSON), written by the receiver and read
+by the client: the service's wire (:mod:`airflow_provider_sms.codec`) does not know them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import field_validator
+from pydantic import ValidationError, field_validator
 
+from airflow_provider_sms.codec import quote_body
+from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import DeliveryReport, SmsModel
 
 # Why the receiver refused a report, as counted for a connection (:class:`RefusalCount`).
@@ -110,3 +112,37 @@ class BatchPage(SmsModel):
 
     reports: list[StoredReport]
     next_after_id: int | None = None
+
+
+def encode_delivery_summary(summary: DeliverySummary) -> bytes:
+    """The body of the receiver's campaign summary (JSON): what the delivery-reports wait polls."""
+    return summary.model_dump_json().encode()
+
+
+def decode_delivery_summary(body: bytes) -> DeliverySummary:
+    """Read a campaign summary from the receiver; an unreadable one raises SmsApiError with its start."""
+    try:
+        return DeliverySummary.model_validate_json(body)
+    except ValidationError as exc:
+        raise SmsApiError(
+            None,
+            f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
+            body=quote_body(body),
+        ) from None
+
+
+def encode_batch_page(page: BatchPage) -> bytes:
+    """The body of the receiver's page of a batch's reports (JSON): what ``reports_from_events`` reads."""
+    return page.model_dump_json().encode()
+
+
+def decode_batch_page(body: bytes) -> BatchPage:
+    """Read a page of a batch's reports from the receiver; an unreadable one raises SmsApiError."""
+    try:
+        return BatchPage.model_validate_json(body)
+    except ValidationError as exc:
+        raise SmsApiError(
+            None,
+            f"the delivery-reports batch is not readable ({exc.error_count()} error(s))",
+            body=quote_body(body),
+        ) from None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request, Response
 
 from airflow_provider_sms import codec
+from airflow_provider_sms.sandbox.wire import encode_response
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -55,15 +56,15 @@ def body_format(request: Request, body: bytes) -> codec.WireFormat:
 def answer(
     data: Any, fmt: codec.WireFormat, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    """Encode ``data`` as the service would (codec), in ``fmt``.
+    """Encode ``data`` as the service would (:mod:`.wire`), in ``fmt``.
 
-    :param data: a model or a mapping, as the codec takes them.
+    :param data: a model or a mapping, as :func:`.wire.encode_response` takes them.
     :param fmt: the answer's format.
     :param status_code: the HTTP status.
     :param headers: extra headers (``Retry-After``).
     """
     return Response(
-        codec.encode_response(data, fmt),
+        encode_response(data, fmt),
         status_code=status_code,
         media_type=codec.CONTENT_TYPES[fmt],
         headers=headers,

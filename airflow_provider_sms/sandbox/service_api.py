@@ -26,6 +26,7 @@ from airflow_provider_sms.sandbox.responses import (
     response_format,
 )
 from airflow_provider_sms.sandbox.state import CAMPAIGN_PATHS, SandboxState
+from airflow_provider_sms.sandbox.wire import decode_request
 
 router = APIRouter()
 
@@ -108,7 +109,7 @@ def campaign(state: SandboxState, path: str, body: bytes, request: Request) -> R
     if early is not None:
         return early
     try:
-        result, record = state.campaign(path, codec.decode_request(body, body_format(request, body)))
+        result, record = state.campaign(path, decode_request(body, body_format(request, body)))
     except SmsApiError as exc:
         return api_error(exc, fmt)
     response = with_answer_fault(state, path, answer(result, fmt), fmt)

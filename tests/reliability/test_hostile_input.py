@@ -43,6 +43,7 @@ from airflow_provider_sms.exceptions import (
 )
 from airflow_provider_sms.hooks.sms import SmsConnectionSettings, SmsHook
 from airflow_provider_sms.models import Message, Recipient
+from airflow_provider_sms.sandbox import wire
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 from tests.async_hooks import async_hook, mock_transport
@@ -453,7 +454,7 @@ def test_npai_answer_may_exceed_the_small_limit(monkeypatch, big_server):
         {"id": str(n), "destination": f"3369{n:07d}", "date": "2026-01-15 10:30:00", "campaign_id": 1}
         for n in range(30_000)
     ]
-    body = codec.encode_response(
+    body = wire.encode_response(
         {"status": 1, "message": "OK", "list": entries, "totalRecords": 30_000}, "json"
     )
     assert len(body) > 2 * MIB  # twice the other endpoints' limit
@@ -526,7 +527,7 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
 def test_compressed_answers_are_still_read_by_the_hook_and_the_triggers(monkeypatch, big_server, encoding):
     """Proves: bounding decompression (BoundedBody) keeps ordinary compressed answers readable."""
     record = {"webhook_id": "7", "type": "DLR", "url": "https://a.example.com/dlr", "status": "live"}
-    plain = codec.encode_response({"status": 1, "message": "OK", "webhook": record}, "json")
+    plain = wire.encode_response({"status": 1, "message": "OK", "webhook": record}, "json")
     body = gzip.compress(plain) if encoding == "gzip" else zlib.compress(plain)
     big_server.routes["/webhook/7"] = Route(body=body, headers={"Content-Encoding": encoding})
     hook = make_hook(monkeypatch, big_server.url)
@@ -573,8 +574,8 @@ def test_hard_text_round_trips_through_both_codecs(name, fmt):
     message = Message(text=HARD_TEXTS[name], pushtype="alert", sender="Shop")
     recipients = [NUMBER, Recipient(value="33611111111", gsmsmsid=HARD_TEXTS[name])]
 
-    request = codec.decode_request(codec.encode_send(message, recipients, fmt), fmt)
-    lists_request = codec.decode_request(codec.encode_lists(message, [], fmt), fmt)
+    request = wire.decode_request(codec.encode_send(message, recipients, fmt), fmt)
+    lists_request = wire.decode_request(codec.encode_lists(message, [], fmt), fmt)
 
     assert Message.model_validate(request.message) == message
     assert Message.model_validate(lists_request.message) == message
@@ -617,7 +618,7 @@ def test_links_round_trip_through_both_codecs(fmt):
     links = list(LINKS.values())
     message = Message(text="Voir " + " ".join(["<-short->"] * len(links)), pushtype="marketing", links=links)
 
-    request = codec.decode_request(codec.encode_send(message, [NUMBER], fmt), fmt)
+    request = wire.decode_request(codec.encode_send(message, [NUMBER], fmt), fmt)
 
     assert Message.model_validate(request.message).links == links
 

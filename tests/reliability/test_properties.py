@@ -1,8 +1,8 @@
 """Property-based tests (issue 9, item 3), with hypothesis.
 
 - Every model of :mod:`airflow_provider_sms.models` survives encode -> decode in JSON and in XML,
-  with the codec's own functions in both directions (the client's encoders and the sandbox's
-  request decoder; the sandbox's response encoder and the client's decoders).
+  with the wire's own functions in both directions (the client's encoders in the codec and the
+  sandbox's request decoder; the sandbox's response encoder and the client's decoders).
 - The sandbox's figures always add up: ``total == sent + sum(filtered counts)`` for any recipient set
   (valid, invalid, duplicated, blacklisted, NPAI, not-allowed, flooded, over the country limit), for
   simulations and sends; over HTTP (fewer examples) and on the state directly (more).
@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.codec import CampaignRequest
 from airflow_provider_sms.models import (
     FILTER_FIELDS,
     CampaignResult,
@@ -36,7 +35,9 @@ from airflow_provider_sms.models import (
     Webhook,
     WebhookResponse,
 )
+from airflow_provider_sms.sandbox import wire
 from airflow_provider_sms.sandbox.state import DEFAULT_SEEDS, SandboxConfig, SandboxState
+from airflow_provider_sms.sandbox.wire import CampaignRequest
 from airflow_provider_sms.sms_parts import SHORT_MARKER
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ npai_lists = st.builds(
 def test_send_request_round_trip(message: Message, to: list[str | Recipient], fmt: str) -> None:
     """Proves: a /send body (Message, Recipients with and without gsmsmsid) decodes, service side,
     to the same models."""
-    request = codec.decode_request(codec.encode_send(message, to, fmt), fmt)
+    request = wire.decode_request(codec.encode_send(message, to, fmt), fmt)
 
     assert Message.model_validate(request.message) == message
     expected = [item if isinstance(item, Recipient) else Recipient(value=item) for item in to]
@@ -238,7 +239,7 @@ def test_send_request_round_trip(message: Message, to: list[str | Recipient], fm
 @given(message=messages(), refs=list_refs, fmt=st.sampled_from(FORMATS))
 def test_lists_request_round_trip(message: Message, refs: list[ListRef], fmt: str) -> None:
     """Proves: a /send/lists body (Message, ListRefs) decodes, service side, to the same models."""
-    request = codec.decode_request(codec.encode_lists(message, refs, fmt), fmt)
+    request = wire.decode_request(codec.encode_lists(message, refs, fmt), fmt)
 
     assert Message.model_validate(request.message) == message
     assert [ListRef.model_validate({"value": value}) for value in request.lists] == refs
@@ -248,7 +249,7 @@ def test_lists_request_round_trip(message: Message, refs: list[ListRef], fmt: st
 @given(result=campaign_results, fmt=st.sampled_from(FORMATS))
 def test_campaign_result_round_trip(result: CampaignResult, fmt: str) -> None:
     """Proves: a campaign result the sandbox encodes is what the client decodes."""
-    assert codec.decode_campaign_result(codec.encode_response(result, fmt), fmt) == result
+    assert codec.decode_campaign_result(wire.encode_response(result, fmt), fmt) == result
 
 
 @CODEC
@@ -256,14 +257,14 @@ def test_campaign_result_round_trip(result: CampaignResult, fmt: str) -> None:
 def test_webhook_round_trip(webhook: Webhook, fmt: str) -> None:
     """Proves: a webhook record (any link as its url) survives the GET /webhook/:id envelope."""
     envelope = WebhookResponse(status=1, message="OK", webhook=webhook)
-    assert codec.decode_webhook(codec.encode_response(envelope, fmt), fmt) == webhook
+    assert codec.decode_webhook(wire.encode_response(envelope, fmt), fmt) == webhook
 
 
 @CODEC
 @given(npai=npai_lists, fmt=st.sampled_from(FORMATS))
 def test_npai_list_round_trip(npai: NpaiList, fmt: str) -> None:
     """Proves: NPAI lists (zero, one or many entries; null batch_id; empty user_information) survive."""
-    assert codec.decode_npai(codec.encode_response(npai, fmt), fmt) == npai
+    assert codec.decode_npai(wire.encode_response(npai, fmt), fmt) == npai
 
 
 @CODEC
@@ -281,7 +282,7 @@ def test_what_validation_accepts_the_wire_carries(sender: str, list_id: int, fmt
     except ValueError:
         assert not sender.strip()
     else:
-        request = codec.decode_request(codec.encode_send(message, ["33612345678"], fmt), fmt)
+        request = wire.decode_request(codec.encode_send(message, ["33612345678"], fmt), fmt)
         assert Message.model_validate(request.message).sender == sender
     try:
         ref = ListRef(value=list_id)
@@ -290,7 +291,7 @@ def test_what_validation_accepts_the_wire_carries(sender: str, list_id: int, fmt
         with pytest.raises(ValueError, match="list id must be an integer"):
             ListRef(value=str(list_id))
     else:
-        request = codec.decode_request(codec.encode_lists(Message(text="Hi"), [ref], fmt), fmt)
+        request = wire.decode_request(codec.encode_lists(Message(text="Hi"), [ref], fmt), fmt)
         assert [ListRef.model_validate({"value": value}) for value in request.lists] == [ref]
 
 
@@ -300,7 +301,7 @@ def test_blank_info_fields_read_back_as_empty_text_in_both_formats(fmt: str) -> 
     empty element reads back as "" there too, as in JSON (and a null as "")."""
     entry = NpaiEntry(id="1", destination="33612345678", date="2030-01-01 10:00:00", info1="", info2=None)  # type: ignore[arg-type]
     decoded = codec.decode_npai(
-        codec.encode_response(NpaiList(status=1, message="OK", list=[entry]), fmt), fmt
+        wire.encode_response(NpaiList(status=1, message="OK", list=[entry]), fmt), fmt
     )
 
     assert [decoded.entries[0].info1, decoded.entries[0].info2] == ["", ""]

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_sms import codec
 from airflow_provider_sms.hooks import _async_clients
 from airflow_provider_sms.hooks.sms import MAX_CONNECTIONS, SmsAsyncHook
+from airflow_provider_sms.sandbox import wire
 from tests.async_hooks import mock_transport
 
 from .conftest import connection_json
@@ -40,9 +40,9 @@ class Built:
         self.paths.append(request.url.path)
         if request.url.path == "/npai":
             listing = {"status": 1, "message": "OK", "list": [npai_entry("1")], "totalRecords": 1}
-            return httpx.Response(200, content=codec.encode_response(listing, self.fmt))
+            return httpx.Response(200, content=wire.encode_response(listing, self.fmt))
         webhook = {"status": 1, "message": "OK", "webhook": WEBHOOK}
-        return httpx.Response(200, content=codec.encode_response(webhook, self.fmt))
+        return httpx.Response(200, content=wire.encode_response(webhook, self.fmt))
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ async def test_requests_in_flight_are_bounded_by_the_pool(monkeypatch):
         in_flight -= 1
         webhook = {"status": 1, "message": "OK", "webhook": WEBHOOK}
         # Streamed, as a network answer is (the hook reads the raw stream).
-        return httpx.Response(200, stream=httpx.ByteStream(codec.encode_response(webhook, "json")))
+        return httpx.Response(200, stream=httpx.ByteStream(wire.encode_response(webhook, "json")))
 
     build = SmsAsyncHook._client
     monkeypatch.setattr(

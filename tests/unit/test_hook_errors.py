@@ -356,9 +356,9 @@ FIGURES = {"cost": 1, "credits": 99, "total": 1, "sent": 1}
 
 
 def send_answer(requests_mock, fmt: str, path: str, data: dict, http: int = 200) -> None:
-    from airflow_provider_sms import codec
+    from airflow_provider_sms.sandbox import wire
 
-    body = codec.encode_response(data, fmt)
+    body = wire.encode_response(data, fmt)
     requests_mock.post(f"{BASE_URL}{path}", status_code=http, content=body)
 
 

@@ -15,10 +15,10 @@ from airflow.providers.common.compat.sdk import (
     TaskDeferred,
 )
 
-from airflow_provider_sms import codec
 from airflow_provider_sms._wait_conditions import DATE_READ_SECONDS, ENTRY_CHECK_SECONDS
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import NpaiEntry, NpaiList
+from airflow_provider_sms.sandbox import wire
 from airflow_provider_sms.sensors.sms import DEFERRAL_TIMEOUT_GRACE, SmsNpaiSensor, SmsWebhookSensor
 from airflow_provider_sms.triggers.sms import NpaiFilter, SmsNpaiTrigger, SmsWebhookTrigger
 
@@ -31,18 +31,18 @@ NPAI_URL = f"{BASE_URL}/npai"
 
 def webhook_body(fmt: str, status: str = "live", last_http_code: int | None = 200) -> dict[str, Any]:
     record = {**WEBHOOK, "status": status, "last_http_code": last_http_code}
-    return {"content": codec.encode_response({"status": 1, "message": "OK", "webhook": record}, fmt)}
+    return {"content": wire.encode_response({"status": 1, "message": "OK", "webhook": record}, fmt)}
 
 
 def npai_body(fmt: str, entries: list[dict[str, Any]], total: int | None = None) -> dict[str, Any]:
     answer = {"status": 1, "message": "OK", "list": entries, "totalRecords": total or len(entries)}
     answer["totalDisplayRecords"] = len(entries)
-    return {"content": codec.encode_response(answer, fmt)}
+    return {"content": wire.encode_response(answer, fmt)}
 
 
 def error_body(fmt: str, status: int, message: str, http: int = 200) -> dict[str, Any]:
     return {
-        "content": codec.encode_response({"status": status, "message": message}, fmt),
+        "content": wire.encode_response({"status": status, "message": message}, fmt),
         "status_code": http,
     }
 
@@ -532,7 +532,7 @@ def test_in_reschedule_mode_the_deadline_counts_from_the_first_poke(monkeypatch)
     assert sensor._deadline_at == pendulum.datetime(2026, 11, 25, 14, tz="UTC")
 
 
-def test_the_delivery_wait_hands_the_sends_time_to_its_trigger_and_its_summary_requests(
+def test_the_delivery_wait_hands_the_sends_time_to_its_trigger(
     monkeypatch, requests_mock
 ):
     from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
@@ -554,12 +554,6 @@ def test_the_delivery_wait_hands_the_sends_time_to_its_trigger_and_its_summary_r
     assert kwargs["sent_at"] == "2026-11-25T09:00:00.250000+00:00"
     rebuilt = SmsDeliveryReportsTrigger(**kwargs)
     assert rebuilt.wait.sent_at == pendulum.datetime(2026, 11, 25, 9, 0, 0, 250000, tz="UTC")
-    params = dict(sensor.summary_request().params())
-    assert params["since"] == "2026-11-25T09:00:00.250000+00:00"
-    # Bare ids: no time, every stored report of the ids counts.
-    assert "since" not in dict(
-        SmsDeliveryReportsSensor(task_id="ids", campaign=5000001, expected=3).summary_request().params()
-    )
 
 
 def test_a_send_result_whose_sent_at_cannot_be_read_fails_the_wait_naming_it(monkeypatch):

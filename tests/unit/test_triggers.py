@@ -17,6 +17,7 @@ import time_machine
 
 from airflow_provider_sms import codec
 from airflow_provider_sms.hooks.sms import SmsAsyncHook
+from airflow_provider_sms.sandbox import wire
 from airflow_provider_sms.triggers.sms import SmsNpaiTrigger, SmsPollingTrigger, SmsWebhookTrigger
 from tests.async_hooks import mock_transport
 
@@ -27,7 +28,7 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 def answer(fmt: str, data: dict[str, Any], status_code: int = 200, **headers: str) -> httpx.Response:
-    return httpx.Response(status_code, content=codec.encode_response(data, fmt), headers=headers)
+    return httpx.Response(status_code, content=wire.encode_response(data, fmt), headers=headers)
 
 
 def webhook_answer(fmt: str, status: str) -> httpx.Response:
