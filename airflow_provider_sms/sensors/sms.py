@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.common.compat.sdk import (
     AirflowFailException,
@@ -385,6 +385,9 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         "expected",
         "min_final_share",
     )
+    # A send upstream on the same connection checks, before its first request, that the delivery-report
+    # receiver answers (the wait cannot work without it).
+    needs_delivery_receiver: ClassVar[bool] = True
 
     def __init__(
         self,
