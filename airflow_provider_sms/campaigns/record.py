@@ -27,11 +27,7 @@ from airflow_provider_sms.models import (
 from airflow_provider_sms.token_keys import CAMPAIGN_RECORD, sign_for_task, signed_by_task
 
 if TYPE_CHECKING:
-    import datetime as dt
     from collections.abc import Mapping
-
-    from airflow_provider_sms.operators._campaign_run import Campaign
-    from airflow_provider_sms.operators._send_guard import SendGuard
 
 # The XCom key of the record (the return value stays the DAG's own).
 RECORD_KEY = "sms_campaign"
@@ -124,65 +120,3 @@ def signed_by_holder(value: Mapping[str, Any], task: TaskInstance, token: str) -
     ``task``: a record changed, unsigned, signed with another token or pushed by another task is not."""
     document = {name: field for name, field in value.items() if name != SIGNATURE}
     return signed_by_task(token, CAMPAIGN_RECORD, document, list(task), value.get(SIGNATURE))
-
-
-def record_of(
-    campaign: Campaign,
-    guard: SendGuard,
-    *,
-    operator: str,
-    result: Mapping[str, Any] | None,
-    max_cost: float | None,
-) -> CampaignRecord | None:
-    """The record of what ``guard`` says was sent (and of ``result``, the send's return value, when the
-    send finished); None when nothing may have gone out.
-
-    :param campaign: the campaign the task ran.
-    :param guard: the task instance's send guard, as the send left it.
-    :param operator: the operator's class name.
-    :param result: the operator's return value, when the send finished.
-    :param max_cost: the cost gate, as rendered.
-    """
-    from airflow_provider_sms.delay import parse_instant
-    from airflow_provider_sms.operators._recipient_batches import combine
-
-    if not guard.batches:
-        return None
-    sent = {index: batch.campaign_result() for index, batch in guard.batches.items() if batch.state == "sent"}
-    unknown = sorted(index + 1 for index, batch in guard.batches.items() if batch.state == "sending")
-    sent_at = min(parse_instant(batch.started, field="started") for batch in guard.batches.values()).in_tz(
-        "UTC"
-    )
-    if result is not None:
-        figures: Mapping[str, Any] = result
-        delivery_at: dt.datetime = parse_instant(result["delivery_at"], field="delivery_at")
-    else:
-        results = [sent[index] for index in sorted(sent)]
-        figures = combine(results) if results else {"total": 0, "sent": 0, "cost": 0, "credits": 0}
-        delay = campaign.message.delay
-        delivery_at = parse_instant(delay) if delay else sent_at
-    if unknown:
-        outcome: Outcome = "maybe_sent"
-    elif len(sent) < campaign.plan.batches:
-        outcome = "partly_sent"
-    else:
-        outcome = "sent"
-    return CampaignRecord(
-        conn_id=campaign.hook.sms_conn_id,
-        operator=operator,
-        outcome=outcome,
-        pushtype=campaign.message.pushtype,
-        lists=[ref.value for ref in campaign.lists] if campaign.lists is not None else None,
-        tickets=[int(sent[index].ticket or 0) for index in sorted(sent)],
-        batches=campaign.plan.batches,
-        unknown_batches=unknown,
-        sent_at=sent_at,
-        delivery_at=delivery_at,
-        send_window=SendWindowMove.model_validate(campaign.moved) if campaign.moved else None,
-        total=figures.get("total", 0),
-        sent=figures.get("sent", 0),
-        filtered={name: figures[name] for name in FILTER_FIELDS if figures.get(name)},
-        cost=figures.get("cost", 0),
-        credits=figures.get("credits", 0),
-        max_cost=max_cost,
-    )

@@ -26,27 +26,30 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._task_arguments import check_approvers
+from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.models import FILTER_FIELDS
+from airflow_provider_sms.operators._campaign import parts_of
 from airflow_provider_sms.operators._send_guard import ApprovalRecord, approval_from
-from airflow_provider_sms.sms_parts import SHORT_MARKER
+from airflow_provider_sms.send_window import describe
+from airflow_provider_sms.sms_parts import SHORT_MARKER, has_stop_mention
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.standard.operators.hitl import HITLOperator
 
     from airflow_provider_sms.models import Message
-    from airflow_provider_sms.operators._campaign_run import Campaign
+    from airflow_provider_sms.operators._campaign import Campaign
+    from airflow_provider_sms.operators._gates import GateCheck
     from airflow_provider_sms.operators._send_guard import SendGuard
-    from airflow_provider_sms.operators.sms import SmsSendBaseOperator
     from airflow_provider_sms.send_window import Logger
 
 SEND = "Send"
@@ -67,54 +70,38 @@ _FIGURES: dict[str, tuple[str, bool]] = {
 }
 
 
-class ApprovalNeeded(Exception):
-    """A gate refused a campaign whose ``on_cost_exceeded`` is ``ask``: an approval must cover it.
+@dataclass(frozen=True)
+class ApprovalSpec:
+    """Who is asked, for how long, and who is told: what the send task's arguments say of a question.
 
-    :param gate: the gate's decision and figures (as the XCom's ``gate``).
-    :param simulation: the simulated figures, added up over the batches.
-    :param text: the refusal, as the task log says it.
-    :param refused: the names of the gates that refused.
-    :param approval: the send guard's approval record, verified, if any (an earlier question's, or
-        the "Send" given to it).
+    :param task_id: the send task's id (the question is its task instance's).
+    :param approvers: the Airflow users who may answer, checked (``check_approvers``); None: anyone
+        who may answer the DAG's required actions.
+    :param timeout: how long the question waits; None: no limit. No answer in time is "Do not send".
+    :param notifiers: called once the question is asked.
     """
 
-    def __init__(
-        self,
-        gate: dict[str, Any],
-        simulation: Mapping[str, Any],
-        text: str,
-        refused: list[str],
-        approval: ApprovalRecord | None = None,
-    ) -> None:
-        super().__init__(text)
-        self.gate = gate
-        self.simulation = dict(simulation)
-        self.text = text
-        self.refused = refused
-        self.approval = approval
-
-    def figures(self) -> dict[str, float]:
-        """The figures the gates read: ``cost``, ``credits_after`` and ``filtered_ratio``."""
-        return {
-            "cost": self.simulation["cost"],
-            "credits_after": self.simulation["credits"],
-            "filtered_ratio": self.gate["filtered_ratio"],
-        }
+    task_id: str
+    approvers: list[dict[str, str]] | None
+    timeout: dt.timedelta | None
+    notifiers: Sequence[Callable[[Context], Any]] = ()
 
 
-def approved_gate(need: ApprovalNeeded, digest: str, log: Logger) -> dict[str, Any]:
-    """The refused gate with the approval that lets the campaign go, or why not.
+def approved_gate(
+    check: GateCheck, approval: ApprovalRecord | None, digest: str, log: Logger
+) -> dict[str, Any] | None:
+    """The refused gate with the approval that lets the campaign go; None when there is no approval
+    yet (ask).
 
-    :param need: what the gates refuse now, and the guard's verified approval.
+    :param check: what the gates refuse now.
+    :param approval: the send guard's approval record, verified (:meth:`SendGuard.trusted_approval`).
     :param digest: the campaign's content digest now (:meth:`Campaign.digest`).
-    :raises ApprovalNeeded: no approval yet: ask.
     :raises AirflowFailException: approved, but the campaign changed, costs more than approved, or a
         gate refuses what the question did not show.
     """
-    approval = need.approval
     if approval is None or approval.state != "approved":
-        raise need
-    simulation, text = need.simulation, need.text
+        return None
+    simulation, text = check.simulation, check.text
     who = f"approved by {approval.by} at {approval.at} for {approval.cost} credits"
     if approval.fingerprint != digest:
         raise AirflowFailException(
@@ -129,7 +116,7 @@ def approved_gate(need: ApprovalNeeded, digest: str, log: Logger) -> dict[str, A
             "higher price, and not asked again (Airflow keeps one question per task instance, whose "
             "figures would be the old ones): trigger a new DAG run to ask at the new price (not retried)."
         )
-    problems = uncovered(approval, need)
+    problems = uncovered(approval, check)
     if problems:
         raise AirflowFailException(
             f"Not sent: this campaign was {who}, but simulated again just before sending, "
@@ -143,21 +130,21 @@ def approved_gate(need: ApprovalNeeded, digest: str, log: Logger) -> dict[str, A
         who,
         ", ".join(approval.refused),
         _figures(vars(approval)),
-        _figures(need.figures()),
+        _figures(check.figures()),
     )
     decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": approval.cost}
-    return {**need.gate, "approval": decision}
+    return {**check.gate, "approval": decision}
 
 
-def uncovered(approval: ApprovalRecord, need: ApprovalNeeded) -> list[str]:
+def uncovered(approval: ApprovalRecord, check: GateCheck) -> list[str]:
     """What the gates refuse now that ``approval`` does not cover, one sentence each; empty when covered.
 
     A gate that did not refuse in the question is not covered; one that did is covered while its
     figure is no worse than the question showed.
     """
-    now = need.figures()
+    now = check.figures()
     problems = []
-    for name in need.refused:
+    for name in check.refused:
         field, higher_is_worse = _FIGURES[name]
         shown, current = getattr(approval, field), now[field]
         if name not in approval.refused:
@@ -188,15 +175,20 @@ def _figures(figures: Mapping[str, Any]) -> str:
 
 
 def ask(
-    operator: SmsSendBaseOperator,
+    spec: ApprovalSpec,
     context: Context,
     campaign: Campaign,
-    need: ApprovalNeeded,
+    check: GateCheck,
+    shown: ApprovalRecord | None,
     guard: SendGuard,
+    log: Logger,
 ) -> NoReturn:
     """Ask in Airflow's Required actions whether to send ``campaign``; park the task until the answer.
 
     The question's figures and refused gates are kept in ``guard``, signed with the connection's token.
+
+    :param check: what the gates refused.
+    :param shown: the guard's verified approval record, if any: the question of an earlier try.
 
     :raises TaskAwaitingInput: (Airflow 3.3+) or TaskDeferred (3.1, 3.2): the wait, carrying what was
         asked for :func:`take_answer`.
@@ -204,36 +196,35 @@ def ask(
         cost, which Airflow would show instead of this question.
     """
     ti = context["ti"]
-    figures = need.figures()
+    figures = check.figures()
     record = ApprovalRecord(
         state="asked",
         cost=figures["cost"],
         fingerprint=campaign.digest(),
-        refusals=list(need.gate["refusals"]),
+        refusals=list(check.gate["refusals"]),
         asked_at=pendulum.now("UTC").isoformat(),
-        refused=list(need.refused),
+        refused=list(check.refused),
         credits_after=figures["credits_after"],
         filtered_ratio=figures["filtered_ratio"],
     )
-    shown = need.approval
     if shown is not None:
         # A question of an earlier try: Airflow still shows its subject and body to the approver.
         if shown.fingerprint != record.fingerprint or shown.cost < record.cost:
             raise AirflowFailException(
-                f"{need.text}. This task instance already asked, at {shown.asked_at}, about "
+                f"{check.text}. This task instance already asked, at {shown.asked_at}, about "
                 f"{'another campaign' if shown.fingerprint != record.fingerprint else 'this campaign'} "
                 f"at {shown.cost} credits; it now costs {record.cost}. Airflow keeps a task instance's "
                 "first question, so asking again would show the old figures: not asked, not sent. "
                 "Trigger a new DAG run to ask about this campaign (not retried)."
             )
         record = dataclasses.replace(shown, state="asked", by=None, at=None)
-    subject, body = question(campaign, need, ti, operator.approval_timeout)
-    hitl = hitl_operator(operator, subject=subject, body=body)
+    subject, body = question(campaign, check, ti, spec.timeout)
+    hitl = hitl_operator(spec, subject=subject, body=body)
     try:
         link: str | None = hitl.generate_link_to_ui(task_instance=ti)
     except ValueError as exc:
         link = None
-        operator.log.warning(
+        log.warning(
             "No link to the Required actions page for the notifiers (%s): set [api] base_url on the workers",
             exc,
         )
@@ -242,25 +233,23 @@ def ask(
         "cost": record.cost,
         "gate": "; ".join(record.refusals),
         "refusals": record.refusals,
-        "credits_after": need.simulation["credits"],
+        "credits_after": check.simulation["credits"],
         "link": link,
-        "approvers": [user["name"] for user in check_approvers(operator.approvers) or []],
+        "approvers": [user["name"] for user in spec.approvers or []],
     }
     # Plain callables: HITLOperator calls each notifier with the context, and these log their failures.
-    hitl.notifiers = [_quiet(notifier, operator.log) for notifier in operator.approval_notifiers]  # type: ignore[misc]
+    hitl.notifiers = [_quiet(notifier, log) for notifier in spec.notifiers]  # type: ignore[misc]
     guard.keep_approval(record, campaign.hook.settings.token)
-    operator.log.warning(
+    log.warning(
         "%s. Asking in Airflow's Required actions (on_cost_exceeded='ask'; %s; answer %s): %s. Nothing is "
         "sent until someone answers %r; %r%s skips the task.",
-        need.text,
+        check.text,
         "approvers: " + ", ".join(facts["approvers"]) if facts["approvers"] else "any user who may answer",
-        f"within {_duration(operator.approval_timeout)}"
-        if operator.approval_timeout
-        else "without time limit",
+        f"within {_duration(spec.timeout)}" if spec.timeout else "without time limit",
         link or "the DAG run's Required actions tab",
         SEND,
         DO_NOT_SEND,
-        " or no answer in time" if operator.approval_timeout else "",
+        " or no answer in time" if spec.timeout else "",
     )
     try:
         # Airflow logs that an operator runs another one's execute(): this one does it on purpose.
@@ -269,18 +258,22 @@ def ask(
     except BaseException as wait:
         if getattr(wait, "method_name", None) == "execute_complete":
             # What was asked rides with the wait (next_kwargs) to take_answer().
-            asked = {"approval": vars(record), "gate": need.gate, "simulation": need.simulation}
+            asked = {"approval": vars(record), "gate": check.gate, "simulation": check.simulation}
             wait.kwargs = {**(getattr(wait, "kwargs", None) or {}), "asked": asked}  # type: ignore[attr-defined]
         raise
     raise RuntimeError("HITLOperator.execute() returned instead of waiting for the answer")
 
 
 def take_answer(
-    operator: SmsSendBaseOperator,
+    spec: ApprovalSpec,
     context: Context,
     event: dict[str, Any],
     asked: Mapping[str, Any],
     guard: SendGuard,
+    *,
+    token: str,
+    push_xcom: bool,
+    log: Logger,
 ) -> None:
     """Read the answer: record "Send" in the guard (the send follows); skip on "Do not send" or timeout.
 
@@ -288,10 +281,12 @@ def take_answer(
     trusted; "Send" is kept in the guard signed with the connection's token. Who answered, when and the
     figures go to the task log; on a skip, to the XCom too (``gate`` -> ``approval``).
 
+    :param token: the access token of the campaign's connection ("Send" is signed with it).
+    :param push_xcom: whether the task pushes its result (``do_xcom_push``): a skip pushes the answer.
     :raises AirflowFailException: what was asked cannot be read (a question of an earlier version of
         the provider).
     """
-    hitl = hitl_operator(operator, subject="", body=None)
+    hitl = hitl_operator(spec, subject="", body=None)
     answer = hitl.execute_complete(context, event)  # Airflow's checks of the event and the option
     user = answer["responded_by_user"] or {}
     by = user.get("name") or user.get("id")
@@ -307,8 +302,8 @@ def take_answer(
         ) from None
     if answer["chosen_options"] == [SEND] and not timed_out:
         approved = dataclasses.replace(record, state="approved", by=by, at=at)
-        guard.keep_approval(approved, operator.hook.settings.token)
-        operator.log.info(
+        guard.keep_approval(approved, token)
+        log.info(
             "Approved: %s answered %r at %s for the campaign asked about at %s (%s credits; %s). Simulating "
             "it again, then sending it if no gate refuses more than the question showed.",
             by,
@@ -319,7 +314,7 @@ def take_answer(
             "; ".join(record.refusals),
         )
         return
-    limit = _duration(operator.approval_timeout) if operator.approval_timeout else "the time allowed"
+    limit = _duration(spec.timeout) if spec.timeout else "the time allowed"
     why = (
         f"no answer within {limit} of the question asked at {record.asked_at}: the default "
         f"{DO_NOT_SEND!r} was taken at {at}"
@@ -328,36 +323,32 @@ def take_answer(
     )
     decision = {"choice": DO_NOT_SEND, "by": None if timed_out else by, "at": at, "timed_out": timed_out}
     text = f"Not sent: {why} (campaign of {record.cost} credits; {'; '.join(record.refusals)})"
-    operator.log.warning("%s; skipping the task (on_cost_exceeded='ask')", text)
-    if operator.do_xcom_push:
+    log.warning("%s; skipping the task (on_cost_exceeded='ask')", text)
+    if push_xcom:
         gate = {**asked["gate"], "approval": decision}
         result = {"ticket": None, "tickets": [], "sent": 0, "cost": 0, "simulation": asked["simulation"]}
         context["ti"].xcom_push(key="return_value", value={**result, "gate": gate})
     raise AirflowSkipException(text)
 
 
-def hitl_operator(operator: SmsSendBaseOperator, *, subject: str, body: str | None) -> HITLOperator:
+def hitl_operator(spec: ApprovalSpec, *, subject: str, body: str | None) -> HITLOperator:
     """Airflow's human-in-the-loop operator for the send task's question (not part of any DAG)."""
     from airflow.providers.standard.operators.hitl import HITLOperator
 
     return HITLOperator(
-        task_id=operator.task_id,
+        task_id=spec.task_id,
         subject=subject,
         body=body,
         options=[SEND, DO_NOT_SEND],
         defaults=[DO_NOT_SEND],
-        assigned_users=check_approvers(operator.approvers),  # type: ignore[arg-type]
-        response_timeout=operator.approval_timeout,
+        assigned_users=spec.approvers,  # type: ignore[arg-type]
+        response_timeout=spec.timeout,
     )
 
 
-def question(campaign: Campaign, need: ApprovalNeeded, ti: Any, timeout: Any) -> tuple[str, str]:
+def question(campaign: Campaign, check: GateCheck, ti: Any, timeout: Any) -> tuple[str, str]:
     """The question's subject and Markdown body: the figures a person needs to say yes or no."""
-    from airflow_provider_sms.operators._campaign_run import parts_of
-    from airflow_provider_sms.send_window import describe
-    from airflow_provider_sms.sms_parts import has_stop_mention
-
-    simulation, gate, message = need.simulation, need.gate, campaign.message
+    simulation, gate, message = check.simulation, check.gate, campaign.message
     cost, credits = simulation["cost"], simulation["credits"]
     subject = f"Send the SMS campaign of {ti.dag_id}.{ti.task_id}? It costs {cost:,} credits, over its gate"
     parts = parts_of(message)
@@ -372,12 +363,7 @@ def question(campaign: Campaign, need: ApprovalNeeded, ti: Any, timeout: Any) ->
         if campaign.lists is not None
         else f"{simulation['total']:,} given"
     )
-    if message.delay:
-        from airflow_provider_sms.delay import parse_instant
-
-        when = describe(parse_instant(message.delay))
-    else:
-        when = "at once, when approved"
+    when = describe(parse_instant(message.delay)) if message.delay else "at once, when approved"
     if campaign.moved:
         when += f" (moved by the send window from {campaign.moved['requested']}: {campaign.moved['reason']})"
     limits = {

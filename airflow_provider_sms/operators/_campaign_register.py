@@ -29,7 +29,6 @@ send tasks).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import time
 import uuid
@@ -43,7 +42,6 @@ from airflow_provider_sms.operators._variable_records import RECORD_STATES, Reco
 
 if TYPE_CHECKING:
     from airflow_provider_sms._task_arguments import OnDuplicate
-    from airflow_provider_sms.models import Message
     from airflow_provider_sms.send_window import Logger
 
 PREFIX = "sms_campaign"
@@ -71,23 +69,6 @@ def settle_seconds() -> float:
     return float(
         conf.getfloat(CONFIG_SECTION, "duplicate_check_settle_seconds", fallback=DEFAULT_SETTLE_SECONDS)
     )
-
-
-def content_digest(conn_id: str, message: Message, audience: str) -> str:
-    """Digest of what makes two campaigns the same, but their delivery time.
-
-    :param audience: the digest of the recipients as a set, or of the sorted list ids
-        (:attr:`~._recipient_batches.BatchPlan.audience`).
-    """
-    content = {
-        "conn_id": conn_id,
-        "text": message.text,
-        "sender": message.sender,
-        "pushtype": message.pushtype,
-        "links": message.links or [],
-        "audience": audience,
-    }
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
 
 
 class RegisterUnreadableError(AirflowFailException):
@@ -152,7 +133,7 @@ def _entry(raw: object, where: str) -> RegisterEntry:
 class CampaignRegister:
     """The register of one campaign content (one Variable), for the task instance that sends it.
 
-    :param digest: :func:`content_digest` of the campaign.
+    :param digest: the campaign's content digest (:meth:`~._campaign.Campaign.digest`).
     :param conn_id: its connection, written into the record for humans.
     :param identity: dag_id, task_id, run_id and map_index of the sending task instance.
     """

@@ -1,31 +1,26 @@
-"""What the SMS operators do when their task runs: prepare, simulate, gate and send. Not public API.
+"""What the send operators do when their task runs: one send's stages, in order. Not public API.
 
-The operators (:mod:`airflow_provider_sms.operators.sms`) hold the task's arguments and call this
-module from ``execute()``: DAG files import the operators, and keeping the models, the batches, the
-send guard and the hook here means parsing a DAG file loads none of them.
+:meth:`CampaignSend.run` lists them: validate, look for the same campaign sent by another run (the
+campaign register), simulate, gate (or approve), send batch by batch under the send guard, record.
+The register, the guard and the approval are stores the stages consult; none of them calls back
+into the run. The operators (:mod:`airflow_provider_sms.operators.sms`) hold the task's arguments
+and import this module from ``execute()``: parsing a DAG file loads none of it.
 
-Nothing here builds payloads or reads answers (the hook does). What it adds is the task's side:
-validation of everything before the first request, the local estimate of SMS parts, batching, the
-gates, the send guard (:mod:`._send_guard`) and turning errors into Airflow outcomes.
+Nothing here builds payloads or reads answers (the hook does); errors become Airflow outcomes here
+(:func:`task_failure`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._task_arguments import (
-    OnDuplicate,
-    check_invalid_numbers,
-    check_on_cost_exceeded,
-    check_on_duplicate,
-)
-from airflow_provider_sms.delay import parse_instant, to_api_delay
+from airflow_provider_sms._task_arguments import OnCostExceeded, OnDuplicate, check_on_duplicate
+from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import (
     SmsApiError,
     SmsMaybeSentError,
@@ -33,16 +28,21 @@ from airflow_provider_sms.exceptions import (
     SmsTransportError,
     SmsValidationError,
 )
-from airflow_provider_sms.models import CampaignResult, ListRef, Message, Recipient
-from airflow_provider_sms.operators._campaign_register import CampaignRegister, content_digest
-from airflow_provider_sms.operators._recipient_batches import BatchPlan, RecipientSource, combine
-from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard, fingerprint
-from airflow_provider_sms.recipients import parse_lists
-from airflow_provider_sms.send_window import Logger, apply_marketing_rules, postponement
-from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
+from airflow_provider_sms.operators._approval import ApprovalSpec, approved_gate, ask
+from airflow_provider_sms.operators._campaign import Campaign, simulate_all
+from airflow_provider_sms.operators._campaign_register import CampaignRegister
+from airflow_provider_sms.operators._gates import GateCheck, check_gates
+from airflow_provider_sms.operators._recipient_batches import combine, summary
+from airflow_provider_sms.operators._send_record import push_record
 
 if TYPE_CHECKING:
-    from airflow_provider_sms.hooks.sms import SmsHook
+    from collections.abc import Iterator, Mapping
+
+    from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_sms.models import CampaignResult
+    from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard
+    from airflow_provider_sms.send_window import Logger
 
 # Answers that another attempt would get again (bad token, bad body, bad delay, unknown list, bad
 # data): retrying them only delays the failure. Other statuses (-3 credits, -99) may be retried.
@@ -80,318 +80,120 @@ def task_failure(exc: Exception) -> Exception:
     return failure.with_traceback(None)
 
 
-def message_to_send(
-    hook: SmsHook, message: object, delay: object, send_window: object, log: Logger
-) -> tuple[Message, dict[str, str] | None]:
-    """The validated message, with the operator's ``delay`` merged in and the send window applied.
+@dataclass(frozen=True)
+class SendOrder:
+    """What a send task asks for beyond its campaign, rendered and checked.
 
-    Everything that decides the final message, its delay included, happens here, before any
-    request: a marketing message outside the send window is postponed (or refused) here.
-    Returns the message and, when the send window moved its delay, what moved and why
-    (:func:`~airflow_provider_sms.send_window.postponement`).
+    :param operator: the operator's class name (the campaign record names it).
+    :param gates: the gates (``read_gates``): a number each, or None.
+    :param on_cost_exceeded: ``fail``, ``skip`` or ``ask`` when a gate refuses.
+    :param on_duplicate: ``fail``, ``skip`` or ``send`` when the campaign register
+        (:mod:`._campaign_register`) holds the same campaign sent by another task instance.
+    :param allow_resend: send again a batch of unknown outcome.
+    :param approval: who is asked, with ``ask``.
+    """
 
-    :param hook: fills ``sender`` from the connection's ``default_sender``.
-    :param message: the text, a dict or a :class:`Message` (rendered).
-    :param delay: the operator's ``delay`` (rendered), or None.
-    :param send_window: ``postpone``, ``fail`` or ``ignore`` (rendered).
+    operator: str
+    gates: Mapping[str, Any]
+    on_cost_exceeded: OnCostExceeded | str
+    on_duplicate: object
+    allow_resend: bool
+    approval: ApprovalSpec
+
+
+class CampaignSend:
+    """One task instance's send of a campaign: :meth:`run` goes through its stages in order.
+
+    :param order: what the task asks for.
+    :param guard: the task instance's send guard (what its earlier attempts sent).
+    :param context: the task's context (the question and the record use its task instance).
     :param log: the task's logger.
     """
-    data: dict[str, Any]
-    if isinstance(message, str):
-        data = {"text": message}
-    elif isinstance(message, Message):
-        data = message.model_dump(exclude_none=True)
-    elif isinstance(message, Mapping):
-        data = dict(message)
-    else:
-        text = f"message: expected the text, a dict or a Message, got {type(message).__name__}"
-        raise SmsValidationError.for_field("message", text)
-    if delay not in (None, ""):
-        if data.get("delay") not in (None, ""):
-            text = "delay: given both as the operator's delay and in message; give it once"
-            raise SmsValidationError.for_field("delay", text)
-        # Checked here, so that an error names the operator's argument, not message.delay.
-        data["delay"] = to_api_delay(delay, field="delay")
-    requested = hook.prepare_message(data)
-    sent = apply_marketing_rules(requested, send_window, logger=log)
-    return sent, postponement(requested, sent)
 
+    def __init__(self, order: SendOrder, guard: SendGuard, context: Context, log: Logger) -> None:
+        self.order = order
+        self.guard = guard
+        self.context = context
+        self.log = log
+        # Whether this send pushed a campaign record (the operator's extra link reads it).
+        self.recorded = False
 
-def parts_of(message: Message) -> SmsParts:
-    """The SMS parts each recipient is billed for: the text, short URLs and any STOP mention."""
-    return count_parts(message.text, stop_mention=has_stop_mention(message.pushtype, message.sender))
+    def run(self, campaign: Campaign) -> dict[str, Any]:
+        """Send ``campaign`` (validated, :meth:`Campaign.prepare`); return the send operators' XCom dict.
 
+        The stages: what an earlier attempt sent (the guard), the duplicate check (the register's
+        claim), the simulation, the gates or the approval, the batches under the guard, and, whatever
+        happened, the campaign record.
 
-@dataclass
-class Campaign:
-    """The campaign an operator runs: one message, to numbers in batches or to stored lists."""
-
-    hook: SmsHook
-    message: Message
-    source: RecipientSource | None
-    lists: list[ListRef] | None
-    batch_size: int
-    plan: BatchPlan
-    # What the send window changed of the delay (requested, moved_to, reason), when it did.
-    moved: dict[str, str] | None = None
-
-    @classmethod
-    def prepare(
-        cls,
-        hook: SmsHook,
-        message: Message,
-        *,
-        recipients: object,
-        lists: object,
-        batch_size: int,
-        log: Logger,
-        invalid_numbers: object = "fail",
-        recipients_column: str | None = None,
-        moved: dict[str, str] | None = None,
-    ) -> Campaign:
-        """Check the recipients or lists (no request made) and log the estimate of SMS parts.
-
-        :param invalid_numbers: ``fail`` or ``skip`` the recipients that fail local validation.
-        :param recipients_column: the numbers' column of a CSV file with a header.
-        :param moved: what the send window changed of the message's delay, if anything.
+        :raises AirflowSkipException: a duplicate (``on_duplicate="skip"``) or a gate refused
+            (``on_cost_exceeded="skip"``); nothing was sent.
+        :raises AirflowFailException: a duplicate, a refusal, a guard that cannot be read, or a batch
+            of unknown outcome: nothing more is sent.
         """
-        if (recipients is None) == (lists is None):
-            text = "give either recipients (telephone numbers) or lists (list ids), not both or neither"
-            raise SmsValidationError.for_field("recipients", text)
-        parts = parts_of(message)
-        if lists is not None:
-            refs = parse_lists(lists)
-            log.info("Estimate: %s, to lists %s", parts.describe(), [ref.value for ref in refs])
-            audience = "lists:" + ",".join(str(ref.value) for ref in sorted(refs, key=lambda ref: ref.value))
-            plan = BatchPlan(1, len(refs), 0, audience=audience)
-            return cls(hook, message, None, refs, batch_size, plan, moved)
-        source = RecipientSource(
-            recipients,
-            invalid_numbers=check_invalid_numbers(invalid_numbers),
-            column=recipients_column or None,
-        )
-        plan = source.plan(batch_size)
-        if plan.rejected is not None and plan.rejected.count:
-            log.warning(
-                "recipients: %s left out before any request (invalid_numbers='skip'); they are reported "
-                "in the result as rejected_locally",
-                plan.rejected.describe(plan.rejected.count + plan.recipients + plan.duplicates),
+        order, guard, log = self.order, self.guard, self.log
+        result = None
+        try:
+            on_duplicate: OnDuplicate = check_on_duplicate(order.on_duplicate)
+            sent = already_sent(guard, campaign, allow_resend=order.allow_resend, log=log)
+            digest = campaign.digest()
+            with claimed(campaign, digest, guard, on_duplicate, log) as register:
+                simulation = gate = None
+                # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
+                if len(sent) < campaign.plan.batches and any(
+                    value is not None for value in order.gates.values()
+                ):
+                    # An approval grants a send: verified before any request, or the send fails closed.
+                    approval = (
+                        guard.trusted_approval(campaign.hook.settings.token)
+                        if order.on_cost_exceeded == "ask"
+                        else None
+                    )
+                    simulation = simulate_all(campaign, log, sent)
+                    check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
+                    gate = self.gate_or_ask(check, campaign, digest, approval)
+                results = send_batches(campaign, guard, sent, log)
+                register.sent([batch.ticket for batch in results if batch.ticket is not None])
+                result = {
+                    **sent_result(campaign, guard, results, resumed=len(sent), log=log),
+                    "simulation": simulation,
+                    "gate": gate,
+                    **campaign.notes(),
+                }
+            return result
+        finally:
+            self.recorded = push_record(
+                self.context["ti"],
+                campaign,
+                guard,
+                operator=order.operator,
+                result=result,
+                max_cost=order.gates["max_cost"],
+                log=log,
             )
-        log.info(
-            "Estimate: %s; %s recipients (%s duplicates removed) in %s batch(es) of up to %s: "
-            "about %s SMS parts before the service's filters",
-            parts.describe(),
-            plan.recipients,
-            plan.duplicates,
-            plan.batches,
-            batch_size,
-            plan.recipients * parts.parts,
-        )
-        return cls(hook, message, source, None, batch_size, plan, moved)
 
-    def batches(self) -> Iterator[tuple[int, list[str | Recipient] | list[ListRef]]]:
-        """``(index, items)`` of each batch; a list campaign is one batch."""
-        if self.source is not None:
-            yield from self.source.batches()
-        elif self.lists is not None:
-            yield 0, self.lists
+    def gate_or_ask(
+        self, check: GateCheck, campaign: Campaign, digest: str, approval: ApprovalRecord | None
+    ) -> dict[str, Any]:
+        """The gate's decision when the gates pass, or an approval covers what they refuse; else ask,
+        skip or fail, as ``on_cost_exceeded`` says.
 
-    def simulate(self, items: list[Any]) -> CampaignResult:
-        """Simulate one batch (nothing is created)."""
-        if self.lists is not None:
-            return self.hook.simulate_lists(self.message, items)
-        return self.hook.simulate(self.message, items)
-
-    def send(self, items: list[Any]) -> CampaignResult:
-        """Send one batch, exactly once (the hook never repeats a send)."""
-        if self.lists is not None:
-            return self.hook.send_lists(self.message, items)
-        return self.hook.send(self.message, items)
-
-    def fingerprint(self, items: list[Any]) -> str:
-        """Digest of the batch, to tell a retry of the same campaign from a changed one."""
-        if self.lists is not None:
-            return fingerprint(self.message, (f"list:{ref.value}" for ref in items))
-        return fingerprint(
-            self.message, (item.model_dump_json() if isinstance(item, Recipient) else item for item in items)
-        )
-
-    def digest(self) -> str:
-        """What makes two campaigns the same but their delivery time (the campaign register's key)."""
-        return content_digest(self.hook.sms_conn_id, self.message, self.plan.audience)
-
-    def register(self, identity: Mapping[str, Any]) -> CampaignRegister:
-        """The campaign register of this campaign, for the task instance ``identity`` that sends it."""
-        return CampaignRegister(
-            self.digest(),
-            self.hook.sms_conn_id,
-            (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"]),
-        )
-
-    def notes(self) -> dict[str, Any]:
-        """What the result reports beyond the figures, when it happened: ``send_window`` (the delay was
-        moved) and ``rejected_locally`` (numbers left out with ``invalid_numbers="skip"``)."""
-        notes: dict[str, Any] = {}
-        if self.moved is not None:
-            notes["send_window"] = self.moved
-        if self.plan.rejected is not None:
-            notes["rejected_locally"] = self.plan.rejected.as_dict()
-        return notes
-
-    def estimate(self) -> dict[str, Any]:
-        """The local estimate of SMS parts (returned in XCom next to the service's figures)."""
-        parts = parts_of(self.message)
-        estimate = parts.as_dict()
-        if self.lists is None:
-            estimate["parts_total"] = self.plan.recipients * parts.parts
-        return estimate
-
-
-def simulate_all(
-    campaign: Campaign, log: Logger, sent: Mapping[int, CampaignResult] | None = None
-) -> dict[str, Any]:
-    """Simulate each batch (using the real result of batches already ``sent``) and add them up."""
-    results = []
-    for index, items in campaign.batches():
-        if sent and index in sent:
-            results.append(sent[index])
-            continue
-        results.append(campaign.simulate(items))
-        if campaign.plan.batches > 1:
-            log.info("Simulated batch %s/%s: %s", index + 1, campaign.plan.batches, results[-1].summary())
-    return combine(results, duplicates=campaign.plan.duplicates)
-
-
-def summary(figures: Mapping[str, Any]) -> str:
-    """The one-line summary of added-up figures (as :meth:`CampaignResult.summary` writes it)."""
-    return CampaignResult.model_validate({"status": 1, "message": "OK", **figures}).summary()
-
-
-def _number(value: object, field: str, *, given: bool) -> float | int | None:
-    """A templated gate value (it may render to a string) as a finite number >= 0, or None when unset.
-
-    A gate fails closed: one the DAG gave (``given``) that rendered to nothing (``""``, ``None``,
-    ``"None"``) is an error, not "no gate", and so are NaN and infinity (``"1e400"``): a budget that
-    failed to arrive must not mean an unlimited budget.
-    """
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
-        if not given:
-            return None
-        raise SmsValidationError.for_value(
-            field,
-            value,
-            "the gate was given but rendered to nothing; a gate that cannot be read refuses to send "
-            "(give a number, or leave the argument out for no gate)",
-        )
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = -1.0
-    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
-        raise SmsValidationError.for_value(field, value, "must be a number >= 0, neither NaN nor infinite")
-    return int(number) if number.is_integer() else number
-
-
-def read_gates(
-    *,
-    max_cost: object,
-    max_filtered_ratio: object,
-    min_credits_after: object,
-    on_cost_exceeded: object,
-    given: Collection[str] = (),
-) -> dict[str, float | int | None]:
-    """The gates from the operator's (rendered) arguments, each checked and named when wrong.
-
-    :param given: the gates the DAG set (not None when the operator was built): those may not render
-        to nothing.
-    """
-    check_on_cost_exceeded(on_cost_exceeded)
-    ratio = _number(max_filtered_ratio, "max_filtered_ratio", given="max_filtered_ratio" in given)
-    if ratio is not None and ratio > 1:
-        raise SmsValidationError.for_value(
-            "max_filtered_ratio", max_filtered_ratio, "must be between 0 and 1 (0.2 = 20 %)"
-        )
-    return {
-        "max_cost": _number(max_cost, "max_cost", given="max_cost" in given),
-        "max_filtered_ratio": ratio,
-        "min_credits_after": _number(
-            min_credits_after, "min_credits_after", given="min_credits_after" in given
-        ),
-    }
-
-
-def apply_gates(
-    gates: Mapping[str, Any],
-    simulation: Mapping[str, Any],
-    on_cost_exceeded: object,
-    log: Logger,
-    rejected_locally: int = 0,
-    approval: ApprovalRecord | None = None,
-    digest: str = "",
-) -> dict[str, Any]:
-    """Compare the simulated figures with the gates; raise (fail or skip) when one refuses.
-
-    :param rejected_locally: recipients left out before any request (``invalid_numbers="skip"``):
-        ``max_filtered_ratio`` counts them with the service's filtered ones.
-    :param approval: with ``on_cost_exceeded="ask"``, the send guard's approval record, verified
-        (:meth:`SendGuard.trusted_approval`), if any.
-    :param digest: the campaign's content digest, compared with the approved one's.
-    :return: the gate's decision and figures, returned in the operator's XCom.
-    :raises ApprovalNeeded: ``ask``, and no approval yet: the operator asks.
-    :raises AirflowFailException: ``ask``, approved, but the approval does not cover what the gates
-        refuse now (:func:`~._approval.approved_gate`).
-    """
-    given = simulation["total"] + rejected_locally
-    ratio = (simulation["filtered"] + rejected_locally) / given if given else 0.0
-    # (gate, passed, what was compared) for each gate set: one sentence, whichever way it went.
-    checks: list[tuple[str, bool, str]] = []
-    if gates["max_cost"] is not None:
-        passed = simulation["cost"] <= gates["max_cost"]
-        checks.append(
-            (
-                "max_cost",
-                passed,
-                f"cost {simulation['cost']} credits is {'within' if passed else 'over'} "
-                f"max_cost {gates['max_cost']}",
+        :raises AirflowFailException: ``fail``; or ``ask``, approved, but the approval does not cover
+            what the gates refuse now (:func:`~._approval.approved_gate`).
+        """
+        if check.passed:
+            self.log.info(
+                "Gate passed: %s. Simulated: %s", "; ".join(check.checks), summary(check.simulation)
             )
-        )
-    if gates["max_filtered_ratio"] is not None:
-        passed = ratio <= gates["max_filtered_ratio"]
-        checks.append(
-            (
-                "max_filtered_ratio",
-                passed,
-                f"{ratio:.1%} of the numbers would be filtered, {'within' if passed else 'over'} "
-                f"max_filtered_ratio {gates['max_filtered_ratio']:.1%}",
-            )
-        )
-    if gates["min_credits_after"] is not None:
-        passed = simulation["credits"] >= gates["min_credits_after"]
-        checks.append(
-            (
-                "min_credits_after",
-                passed,
-                f"{simulation['credits']} credits would be left, {'at least' if passed else 'under'} "
-                f"min_credits_after {gates['min_credits_after']}",
-            )
-        )
-    refused = [name for name, passed, _ in checks if not passed]
-    refusals = [text for _, passed, text in checks if not passed]
-    gate = {**gates, "passed": not refusals, "filtered_ratio": round(ratio, 4), "refusals": refusals}
-    if not refusals:
-        log.info(
-            "Gate passed: %s. Simulated: %s", "; ".join(text for _, _, text in checks), summary(simulation)
-        )
-        return gate
-    text = f"Gate refused the send: {'; '.join(refusals)}. Simulated: {summary(simulation)}"
-    if on_cost_exceeded == "ask":
-        from airflow_provider_sms.operators._approval import ApprovalNeeded, approved_gate
-
-        return approved_gate(ApprovalNeeded(gate, simulation, text, refused, approval), digest, log)
-    if on_cost_exceeded == "skip":
-        log.warning("%s; skipping (on_cost_exceeded='skip')", text)
-        raise AirflowSkipException(text)
-    raise AirflowFailException(text + " (not retried)")
+            return check.gate
+        if self.order.on_cost_exceeded == "ask":
+            approved = approved_gate(check, approval, digest, self.log)
+            if approved is not None:
+                return approved
+            ask(self.order.approval, self.context, campaign, check, approval, self.guard, self.log)
+        if self.order.on_cost_exceeded == "skip":
+            self.log.warning("%s; skipping (on_cost_exceeded='skip')", check.text)
+            raise AirflowSkipException(check.text)
+        raise AirflowFailException(check.text + " (not retried)")
 
 
 def already_sent(
@@ -424,6 +226,45 @@ def already_sent(
             index + 1,
         )
     return {i: r.campaign_result() for i, r in guard.batches.items() if r.state == "sent"}
+
+
+@contextmanager
+def claimed(
+    campaign: Campaign, digest: str, guard: SendGuard, on_duplicate: OnDuplicate, log: Logger
+) -> Iterator[CampaignRegister]:
+    """The campaign claimed in its register before any request, or refused as a duplicate; the claim is
+    released when the send then fails before any POST that may have reached the service.
+
+    A retry of a task instance that began sending resumes its own campaign: not a duplicate.
+
+    :param digest: the campaign's content digest (:meth:`Campaign.digest`): the register's key.
+    """
+    identity = guard.identity
+    register = CampaignRegister(
+        digest,
+        campaign.hook.sms_conn_id,
+        (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"]),
+    )
+    delay = campaign.message.delay
+    delivery = parse_instant(delay) if delay else pendulum.now("UTC")
+    register.claim(
+        delivery, delayed=bool(delay), on_duplicate=on_duplicate, log=log, resuming=bool(guard.batches)
+    )
+    try:
+        yield register
+    except BaseException:
+        if not guard.batches:
+            # Refused, skipped or failed before any POST that may have reached the service.
+            try:
+                register.release()
+            except Exception as exc:  # the task's own error is what the log must show
+                log.warning(
+                    "Could not forget this send in the campaign register %s (%s): another run of this "
+                    "campaign will be refused until its entry is removed",
+                    register.key,
+                    exc,
+                )
+        raise
 
 
 def send_batches(
@@ -479,71 +320,16 @@ def send_batches(
     return results
 
 
-def send_campaign(
-    campaign: Campaign,
-    guard: SendGuard,
-    gates: Mapping[str, Any],
-    *,
-    on_cost_exceeded: object,
-    on_duplicate: object = "fail",
-    allow_resend: bool,
-    log: Logger,
+def sent_result(
+    campaign: Campaign, guard: SendGuard, results: list[CampaignResult], *, resumed: int, log: Logger
 ) -> dict[str, Any]:
-    """Look for the same campaign sent by another run, gate, then send batch by batch under the guard.
+    """Log the send and return its figures added up, with its tickets and times.
 
-    :param on_duplicate: ``fail``, ``skip`` or ``send`` when the campaign register
-        (:mod:`._campaign_register`) holds the same campaign sent by another task instance.
-    :return: the send operators' XCom dict.
-    :raises ApprovalNeeded: a gate refused, ``on_cost_exceeded="ask"`` and the guard holds no
-        approval of this campaign (nothing was sent; the register's claim is released).
-    :raises AirflowFailException: with ``ask``, the guard's approval does not verify, or does not cover
-        what the gates refuse now (nothing was sent).
+    :param resumed: how many batches an earlier attempt had sent.
     """
-    duplicate_policy: OnDuplicate = check_on_duplicate(on_duplicate)
-    sent = already_sent(guard, campaign, allow_resend=allow_resend, log=log)
-    register = campaign.register(guard.identity)
     delay = campaign.message.delay
-    delivery = parse_instant(delay) if delay else pendulum.now("UTC")
-    # A retry of a task instance that began sending resumes its own campaign: not a duplicate.
-    register.claim(
-        delivery, delayed=bool(delay), on_duplicate=duplicate_policy, log=log, resuming=bool(guard.batches)
-    )
-    simulation = gate = None
-    # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
-    resending = len(sent) < campaign.plan.batches
-    try:
-        if resending and any(value is not None for value in gates.values()):
-            # An approval grants a send: verified before any request, or the send fails closed.
-            approval = (
-                guard.trusted_approval(campaign.hook.settings.token) if on_cost_exceeded == "ask" else None
-            )
-            simulation = simulate_all(campaign, log, sent)
-            gate = apply_gates(
-                gates,
-                simulation,
-                on_cost_exceeded,
-                log,
-                campaign.plan.rejected_count,
-                approval=approval,
-                digest=campaign.digest(),
-            )
-        results = send_batches(campaign, guard, sent, log)
-    except BaseException:
-        if not guard.batches:
-            # Refused, skipped or failed before any POST that may have reached the service.
-            try:
-                register.release()
-            except Exception as exc:  # the task's own error is what the log must show
-                log.warning(
-                    "Could not forget this send in the campaign register %s (%s): another run of this "
-                    "campaign will be refused until its entry is removed",
-                    register.key,
-                    exc,
-                )
-        raise
     sent_at = min(parse_instant(record.started, field="started") for record in guard.batches.values())
     tickets = [result.ticket for result in results]
-    register.sent([ticket for ticket in tickets if ticket is not None])
     figures = combine(results, duplicates=campaign.plan.duplicates)
     # A campaign that reached nobody is not called sent (the operator's on_nothing_sent follows).
     log.info(
@@ -563,11 +349,8 @@ def send_campaign(
         "sent_at": sent_at.in_tz("UTC").isoformat(),
         "delivery_at": (parse_instant(delay) if delay else sent_at).in_tz("Europe/Paris").isoformat(),
         "batches": campaign.plan.batches,
-        "resumed_batches": len(sent),
+        "resumed_batches": resumed,
         "estimate": campaign.estimate(),
-        "simulation": simulation,
-        "gate": gate,
-        **campaign.notes(),
     }
 
 

@@ -37,18 +37,15 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, Variable
 from pydantic import ValidationError
 
-from airflow_provider_sms.models import CampaignResult, Message
+from airflow_provider_sms.models import CampaignResult
 from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
 from airflow_provider_sms.token_keys import APPROVAL, sign_for_task, signed_by_task
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 PREFIX = "sms_send_guard"
 # The Variable key column holds 250 characters.
@@ -126,18 +123,6 @@ class ApprovalRecord:
     filtered_ratio: float
     by: str | None = None
     at: str | None = None
-
-
-def fingerprint(message: Message, items: Iterable[object]) -> str:
-    """Digest of what a batch sends, to notice a retry whose input changed.
-
-    The delay is left out: a delay computed from "now" in a template differs on every attempt,
-    and a retry must not be refused for that alone.
-    """
-    digest = hashlib.sha256(message.model_dump_json(exclude={"delay"}).encode())
-    for item in items:
-        digest.update(b"\n" + str(item).encode())
-    return digest.hexdigest()[:32]
 
 
 def guard_key(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:

@@ -2,8 +2,10 @@
 
 Operators never build payloads or read answers: :class:`~airflow_provider_sms.hooks.sms.SmsHook`
 does. They hold the task's arguments (templated, checked when the DAG file is parsed where they are
-not templates) and hand the run to :mod:`._campaign_run`: validation of everything before the first
-request, the estimate of SMS parts, batching, the gates and the send guard.
+not templates) and hand the run on: :mod:`._campaign` validates everything before the first request
+(the message, the recipients in batches, the estimate of SMS parts) and :mod:`._campaign_run` sends,
+stage by stage (the duplicate check, the gates or the approval, the batches under the send guard, the
+campaign record).
 
 DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments`, the
 exceptions and the extra link (:mod:`airflow_provider_sms.campaigns.link`); the hook, the models and
@@ -50,7 +52,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import Message
-    from airflow_provider_sms.operators._campaign_run import Campaign
+    from airflow_provider_sms.operators._approval import ApprovalSpec
+    from airflow_provider_sms.operators._campaign import Campaign
     from airflow_provider_sms.operators._send_guard import SendGuard
 
 P = ParamSpec("P")
@@ -167,7 +170,7 @@ class SmsBaseOperator(BaseOperator):
 
         Everything is validated here, before any request; an error names the field and the rule.
         """
-        from airflow_provider_sms.operators._campaign_run import Campaign, message_to_send
+        from airflow_provider_sms.operators._campaign import Campaign, message_to_send
 
         message, moved = message_to_send(self.hook, self.message, self.delay, self.send_window, self.log)
         if self.sends:
@@ -317,14 +320,14 @@ class SmsSendBaseOperator(SmsBaseOperator):
         """Before any request: a delivery-report wait downstream on this connection must be able to work
         (the campaign cannot be sent again to fix its set-up). Not on a try that resumes a send: what
         is sent is sent, and the rest must go out."""
-        from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
-
         if guard.batches:
             return
+        # A wait says it needs the receiver (SmsDeliveryReportsSensor.needs_delivery_receiver).
         waits = sorted(
             task.task_id
             for task in self.get_flat_relatives(upstream=False)
-            if isinstance(task, SmsDeliveryReportsSensor) and task.sms_conn_id == self.sms_conn_id
+            if getattr(task, "needs_delivery_receiver", False)
+            and getattr(task, "sms_conn_id", None) == self.sms_conn_id
         )
         if not waits:
             return
@@ -334,39 +337,16 @@ class SmsSendBaseOperator(SmsBaseOperator):
         url = check_receiver(ReceiverAccess.of(self.hook), names)
         self.log.info("The delivery-report wait %s can work: the receiver at %s answers", names, url)
 
-    def push_record(
-        self,
-        context: Context,
-        campaign: Campaign,
-        guard: SendGuard,
-        result: dict[str, Any] | None,
-        max_cost: float | None,
-    ) -> None:
-        """Push the campaign record (XCom ``sms_campaign``, for the campaigns page) when anything may have
-        gone out, whether the send finished or failed. Never raises: the send's own outcome is what the
-        task must show."""
-        from airflow_provider_sms.campaigns.record import RECORD_KEY, TaskInstance, record_of
+    def approval_spec(self) -> ApprovalSpec:
+        """Who is asked, for how long, and who is told, with ``on_cost_exceeded="ask"``."""
+        from airflow_provider_sms.operators._approval import ApprovalSpec
 
-        try:
-            record = record_of(
-                campaign, guard, operator=type(self).__name__, result=result, max_cost=max_cost
-            )
-            if record is not None:
-                identity = guard.identity
-                task = TaskInstance(
-                    identity["dag_id"], identity["run_id"], identity["task_id"], identity["map_index"]
-                )
-                value = record.signed_value(task, campaign.hook.settings.token)
-                context["ti"].xcom_push(key=RECORD_KEY, value=value)
-                self.campaign_recorded = True
-        except Exception as exc:
-            self.log.warning(
-                "The campaign record (XCom %r) could not be pushed: %s; the campaigns page will not list "
-                "this campaign (the send guard, Airflow Variable %r, still records it)",
-                RECORD_KEY,
-                exc,
-                guard.key,
-            )
+        return ApprovalSpec(
+            task_id=self.task_id,
+            approvers=check_approvers(self.approvers),
+            timeout=self.approval_timeout,
+            notifiers=tuple(self.approval_notifiers),
+        )
 
     @task_errors
     def execute(self, context: Context) -> dict[str, Any]:
@@ -393,44 +373,47 @@ class SmsSendBaseOperator(SmsBaseOperator):
         from airflow_provider_sms.operators._send_guard import SendGuard
 
         guard = SendGuard.for_task_instance(context["ti"])
-        take_answer(self, context, event, asked, guard)
+        take_answer(
+            self.approval_spec(),
+            context,
+            event,
+            asked,
+            guard,
+            token=self.hook.settings.token,
+            push_xcom=self.do_xcom_push,
+            log=self.log,
+        )
         result = self.send(context, guard)
         return self.finish(context, result)
 
     def send(self, context: Context, guard: SendGuard) -> dict[str, Any]:
-        """Read the gates, prepare the campaign and send it under ``guard``; ask when a gate refuses
-        and ``on_cost_exceeded`` is ``ask``."""
-        from airflow_provider_sms._task_arguments import check_approvers
-        from airflow_provider_sms.operators._approval import ApprovalNeeded, ask
-        from airflow_provider_sms.operators._campaign_run import read_gates, send_campaign
+        """Check the rendered arguments, prepare the campaign, then send it under ``guard``
+        (:meth:`~._campaign_run.CampaignSend.run`: duplicate check, gates or approval, batches,
+        record)."""
+        from airflow_provider_sms.operators._campaign_run import CampaignSend, SendOrder
+        from airflow_provider_sms.operators._gates import read_gates
 
         self.on_nothing_sent = check_on_nothing_sent(self.on_nothing_sent)
         self.check_delivery_waits(guard)
-        gates = read_gates(
-            max_cost=self.max_cost,
-            max_filtered_ratio=self.max_filtered_ratio,
-            min_credits_after=self.min_credits_after,
-            on_cost_exceeded=self.on_cost_exceeded,
-            given=self.gates_given,
-        )
-        self.approvers = check_approvers(self.approvers)
-        campaign = self.prepare_campaign()
-        result = None
-        try:
-            result = send_campaign(
-                campaign,
-                guard,
-                gates,
+        order = SendOrder(
+            operator=type(self).__name__,
+            gates=read_gates(
+                max_cost=self.max_cost,
+                max_filtered_ratio=self.max_filtered_ratio,
+                min_credits_after=self.min_credits_after,
                 on_cost_exceeded=self.on_cost_exceeded,
-                on_duplicate=self.on_duplicate,
-                allow_resend=self.allow_resend,
-                log=self.log,
-            )
-        except ApprovalNeeded as need:
-            ask(self, context, campaign, need, guard)
+                given=self.gates_given,
+            ),
+            on_cost_exceeded=self.on_cost_exceeded,
+            on_duplicate=self.on_duplicate,
+            allow_resend=self.allow_resend,
+            approval=self.approval_spec(),
+        )
+        campaign_send = CampaignSend(order, guard, context, self.log)
+        try:
+            return campaign_send.run(self.prepare_campaign())
         finally:
-            self.push_record(context, campaign, guard, result, gates["max_cost"])
-        return result
+            self.campaign_recorded = campaign_send.recorded
 
     def finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
         """The result, with its ticket pushed under its own XCom key too; then ``on_nothing_sent``."""

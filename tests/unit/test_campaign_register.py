@@ -17,7 +17,8 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import Message
-from airflow_provider_sms.operators._campaign_register import CampaignRegister, content_digest
+from airflow_provider_sms.operators._campaign import content_digest
+from airflow_provider_sms.operators._campaign_register import CampaignRegister
 from airflow_provider_sms.operators._recipient_batches import NumberSetDigest
 from airflow_provider_sms.operators._send_guard import guard_key
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator
