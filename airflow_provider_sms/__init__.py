@@ -14,6 +14,8 @@ __all__ = ["DEFAULT_CONN_ID", "__version__", "get_provider_info"]
 
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow (entry point ``apache_airflow_provider``)."""
+    from airflow_provider_sms.connection_form import conn_fields, ui_field_behaviour
+
     integration = "SMS campaign service"
     return {
         "package-name": "airflow-provider-sms",
@@ -107,57 +109,8 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_provider_sms.hooks.sms.SmsHook",
                 "hook-name": "SMS campaign service",
                 "connection-type": "sms",
-                "conn-fields": {
-                    "format": {
-                        "label": "Wire format",
-                        "description": "json (default) or xml: the format of request and response bodies.",
-                        "schema": {"type": ["string", "null"], "default": "json", "enum": ["json", "xml"]},
-                    },
-                    "timeout": {
-                        "label": "Timeout (seconds)",
-                        "description": "Read timeout of each request.",
-                        "schema": {"type": ["number", "null"], "default": 30},
-                    },
-                    "default_sender": {
-                        "label": "Default sender",
-                        "description": "Sender used when a message sets none (up to 11 letters or digits).",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                    "verify": {
-                        "label": "Verify TLS certificate",
-                        "schema": {"type": ["boolean", "null"], "default": True},
-                    },
-                    "dlr_webhook_id": {
-                        "label": "DLR webhook id",
-                        "description": "The service's DLR webhook whose reports the API server receives "
-                        "(leave empty to receive none).",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                    "dlr_allowed_callers": {
-                        "label": "DLR callers allowed",
-                        "description": "Addresses or networks added to the service's own, comma-separated "
-                        "(e.g. 127.0.0.1); 'any' turns the check off.",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                    "dlr_max_body": {
-                        "label": "DLR largest body (bytes)",
-                        "description": "The largest delivery-report body read (default 16384, at least 512).",
-                        "schema": {"type": ["integer", "null"]},
-                    },
-                    "dlr_api_url": {
-                        "label": "API server URL (for the delivery-reports sensor)",
-                        "description": "As workers and the triggerer reach it; default: [api] base_url.",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["login", "schema", "port", "extra"],
-                    "relabeling": {"host": "Base URL", "password": "Access token"},
-                    "placeholders": {
-                        "host": "https://api.example-sms.com",
-                        "password": "access token (sent as Authorization: Bearer)",
-                    },
-                },
+                "conn-fields": conn_fields(),
+                "ui-field-behaviour": ui_field_behaviour(hidden_key="hidden-fields"),
             }
         ],
     }

@@ -114,59 +114,16 @@ class SmsHook(BaseHook):
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
         """Extra fields of the connection form for Airflow 3.0/3.1 (3.2+ reads ``conn-fields``)."""
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import BooleanField, StringField
-        from wtforms.validators import AnyOf, Optional
+        from airflow_provider_sms.connection_form import form_widgets
 
-        return {
-            "format": StringField(
-                lazy_gettext("Wire format"),
-                widget=BS3TextFieldWidget(),
-                validators=[Optional(), AnyOf(["json", "xml"])],
-                default="json",
-                description="json (default) or xml",
-            ),
-            "timeout": StringField(
-                lazy_gettext("Timeout (seconds)"),
-                widget=BS3TextFieldWidget(),
-                validators=[Optional()],
-                default="30",
-            ),
-            "default_sender": StringField(
-                lazy_gettext("Default sender"), widget=BS3TextFieldWidget(), validators=[Optional()]
-            ),
-            "verify": BooleanField(lazy_gettext("Verify TLS certificate"), default=True),
-            "dlr_webhook_id": StringField(
-                lazy_gettext("DLR webhook id"), widget=BS3TextFieldWidget(), validators=[Optional()]
-            ),
-            "dlr_allowed_callers": StringField(
-                lazy_gettext("DLR callers allowed"),
-                widget=BS3TextFieldWidget(),
-                validators=[Optional()],
-                description="added to the service's addresses, comma-separated; 'any' turns the check off",
-            ),
-            "dlr_max_body": StringField(
-                lazy_gettext("DLR largest body (bytes)"), widget=BS3TextFieldWidget(), validators=[Optional()]
-            ),
-            "dlr_api_url": StringField(
-                lazy_gettext("API server URL (for the delivery-reports sensor)"),
-                widget=BS3TextFieldWidget(),
-                validators=[Optional()],
-            ),
-        }
+        return form_widgets()
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Labels and hidden fields of the connection form (Airflow < 3.2 reads this)."""
-        return {
-            "hidden_fields": ["login", "schema", "port"],
-            "relabeling": {"host": "Base URL", "password": "Access token"},
-            "placeholders": {
-                "host": "https://api.example-sms.com",
-                "password": "access token (sent as Authorization: Bearer)",
-            },
-        }
+        from airflow_provider_sms.connection_form import ui_field_behaviour
+
+        return ui_field_behaviour(hidden_key="hidden_fields")
 
     @cached_property
     def settings(self) -> SmsConnectionSettings:

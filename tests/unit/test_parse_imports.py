@@ -19,6 +19,9 @@ ALLOWED = {
     "airflow_provider_sms",
     "airflow_provider_sms.exceptions",
     "airflow_provider_sms._task_arguments",
+    # get_provider_info(), which Airflow reads to know the provider: the connection form's definition
+    # (dataclasses, no dependency).
+    "airflow_provider_sms.connection_form",
     # Literal messages and delays are checked at parse time: the marker rule (a few lines, no
     # dependency) and the delay's form (pendulum, which Airflow has already loaded).
     "airflow_provider_sms.sms_parts",
