@@ -11,6 +11,7 @@ by the client: the service's wire (:mod:`airflow_provider_sms.codec`) does not k
 from __future__ import annotations
 
 import datetime as dt
+from typing import TypeVar
 
 from pydantic import ValidationError, field_validator
 
@@ -18,6 +19,7 @@ from airflow_provider_sms.codec import quote_body
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import DeliveryReport, SmsModel
 
+_Body = TypeVar("_Body", bound=SmsModel)
 # Why the receiver refused a report, as counted for a connection (:class:`RefusalCount`).
 REFUSAL_REASONS: dict[str, str] = {
     "caller_not_allowed": "the caller's address is not allowed (dlr_allowed_callers)",
@@ -121,14 +123,7 @@ def encode_delivery_summary(summary: DeliverySummary) -> bytes:
 
 def decode_delivery_summary(body: bytes) -> DeliverySummary:
     """Read a campaign summary from the receiver; an unreadable one raises SmsApiError with its start."""
-    try:
-        return DeliverySummary.model_validate_json(body)
-    except ValidationError as exc:
-        raise SmsApiError(
-            None,
-            f"the delivery-reports summary is not readable ({exc.error_count()} error(s))",
-            body=quote_body(body),
-        ) from None
+    return _read(DeliverySummary, body, "summary")
 
 
 def encode_batch_page(page: BatchPage) -> bytes:
@@ -138,11 +133,15 @@ def encode_batch_page(page: BatchPage) -> bytes:
 
 def decode_batch_page(body: bytes) -> BatchPage:
     """Read a page of a batch's reports from the receiver; an unreadable one raises SmsApiError."""
+    return _read(BatchPage, body, "batch")
+
+
+def _read(model: type[_Body], body: bytes, what: str) -> _Body:
     try:
-        return BatchPage.model_validate_json(body)
+        return model.model_validate_json(body)
     except ValidationError as exc:
         raise SmsApiError(
             None,
-            f"the delivery-reports batch is not readable ({exc.error_count()} error(s))",
+            f"the delivery-reports {what} is not readable ({exc.error_count()} error(s))",
             body=quote_body(body),
         ) from None
