@@ -269,19 +269,17 @@ def take_answer(
     context: Context,
     event: dict[str, Any],
     asked: Mapping[str, Any],
-    guard: SendGuard,
     *,
-    token: str,
     push_xcom: bool,
     log: Logger,
-) -> None:
-    """Read the answer: record "Send" in the guard (the send follows); skip on "Do not send" or timeout.
+) -> ApprovalRecord:
+    """Read the answer: the approval on "Send" (to keep in the send guard; the send follows); skip on
+    "Do not send" or timeout.
 
     The answer and what was asked come from Airflow (the event and ``next_kwargs``), so they are
-    trusted; "Send" is kept in the guard signed with the connection's token. Who answered, when and the
-    figures go to the task log; on a skip, to the XCom too (``gate`` -> ``approval``).
+    trusted. Who answered, when and the figures go to the task log; on a skip, to the XCom too
+    (``gate`` -> ``approval``).
 
-    :param token: the access token of the campaign's connection ("Send" is signed with it).
     :param push_xcom: whether the task pushes its result (``do_xcom_push``): a skip pushes the answer.
     :raises AirflowFailException: what was asked cannot be read (a question of an earlier version of
         the provider).
@@ -302,7 +300,6 @@ def take_answer(
         ) from None
     if answer["chosen_options"] == [SEND] and not timed_out:
         approved = dataclasses.replace(record, state="approved", by=by, at=at)
-        guard.keep_approval(approved, token)
         log.info(
             "Approved: %s answered %r at %s for the campaign asked about at %s (%s credits; %s). Simulating "
             "it again, then sending it if no gate refuses more than the question showed.",
@@ -313,7 +310,7 @@ def take_answer(
             record.cost,
             "; ".join(record.refusals),
         )
-        return
+        return approved
     limit = _duration(spec.timeout) if spec.timeout else "the time allowed"
     why = (
         f"no answer within {limit} of the question asked at {record.asked_at}: the default "

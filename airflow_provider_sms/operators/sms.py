@@ -373,16 +373,11 @@ class SmsSendBaseOperator(SmsBaseOperator):
         from airflow_provider_sms.operators._send_guard import SendGuard
 
         guard = SendGuard.for_task_instance(context["ti"])
-        take_answer(
-            self.approval_spec(),
-            context,
-            event,
-            asked,
-            guard,
-            token=self.hook.settings.token,
-            push_xcom=self.do_xcom_push,
-            log=self.log,
+        approved = take_answer(
+            self.approval_spec(), context, event, asked, push_xcom=self.do_xcom_push, log=self.log
         )
+        # "Send" grants the send: kept in the guard, signed with the connection's token.
+        guard.keep_approval(approved, self.hook.settings.token)
         result = self.send(context, guard)
         return self.finish(context, result)
 
