@@ -1,4 +1,4 @@
-"""Delivery reports received by the API server of the real deployment (tests/deployment/harness.py).
+"""Delivery reports received by the API server of the real deployment (tests/deployment/harness).
 
 10,000 distinct reports are posted to ``/sms/delivery-reports/sms_default`` by 16 concurrent clients,
 as the service posts them; each is checked and stored (group commit) before its 200, and the API

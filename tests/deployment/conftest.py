@@ -1,4 +1,4 @@
-"""The deployment (tests/deployment/harness.py) once per session, stopped at the end whatever happened.
+"""The deployment (tests/deployment/harness) once per session, stopped at the end whatever happened.
 
 ``make test-deployment`` runs this folder on its own; the other pytest runs leave it out (see the
 Makefile). The start-up time and each scenario's time are printed at the end of the run.
