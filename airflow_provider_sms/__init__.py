@@ -49,9 +49,9 @@ def get_provider_info() -> dict[str, Any]:
                 "plugin-class": "airflow_provider_sms.delivery_reports.plugin.SmsDeliveryReportsPlugin",
             }
         ],
-        # The delivery-report table, made by `airflow db migrate` (Airflow 3.2 and later read this key;
+        # The provider's tables, made by `airflow db migrate` (Airflow 3.2 and later read this key;
         # before, [database] external_db_managers names the manager).
-        "db-managers": ["airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"],
+        "db-managers": ["airflow_provider_sms.db_manager.SmsProviderDBManager"],
         # Read by the send operators (the campaign register), `python -m airflow_provider_sms prune`, and
         # the delivery-report receiver on the API server.
         "config": {

@@ -192,9 +192,8 @@ class DeliveryWait:
     :param min_final_share: the share of ``expected`` with a final status that ends the wait.
     :param delivery_at: when the SMS go out (the send's ``delivery_at``: its delay, or when it was
         sent); None when only campaign ids were given.
-    :param sent_at: when the campaign was sent (the send's ``sent_at``): only reports received from
-        then on are counted, so a campaign id the service reused does not count the earlier campaign's
-        reports; None when only campaign ids were given (every stored report of the ids counts).
+    :param sent_at: when the campaign was sent (the send's ``sent_at``), returned as ``counted_from``;
+        None when only campaign ids were given.
     """
 
     campaign_ids: tuple[int, ...]
@@ -253,18 +252,11 @@ class DeliveryWait:
     def describe(self, summary: DeliverySummary) -> str:
         """One log line: where the campaign stands."""
         statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.by_status.items())) or "none"
-        line = (
+        return (
             f"campaign(s) {', '.join(map(str, self.campaign_ids))}: {summary.final} of {self.expected} "
             f"messages have a final status ({summary.final_share(self.expected):.1%}, "
             f"{self.min_final_share:.0%} needed); reports by status: {statuses}"
         )
-        if summary.left_out and self.sent_at is not None:
-            line += (
-                f"; {summary.left_out} earlier report(s) of these campaign id(s) not counted: received "
-                f"before the send ({self.sent_at.isoformat()}) or dated more than a minute before it (the "
-                "service reused the id, or the API server's or the service's clock is behind)"
-            )
-        return line
 
     @staticmethod
     def refusals_note(summary: DeliverySummary) -> str | None:

@@ -393,8 +393,6 @@ def push_records(
                 {
                     "campaign_id": ticket,
                     "reports": messages + messages // 10,
-                    "first_reported_at": sent_at + timedelta(seconds=5),
-                    "first_received_at": sent_at + timedelta(seconds=8),
                     "last_received_at": min(now, sent_at + timedelta(hours=2)),
                 }
             )
@@ -419,9 +417,8 @@ def push_records(
         )
         connection.execute(
             text(
-                "INSERT INTO sms_delivery_campaign (conn_id, campaign_id, reports, first_reported_at, "
-                f"first_received_at, last_received_at) VALUES ('{CONN_ID}', :campaign_id, :reports, "
-                ":first_reported_at, :first_received_at, :last_received_at)"
+                "INSERT INTO sms_delivery_campaign (conn_id, campaign_id, reports, last_received_at) "
+                f"VALUES ('{CONN_ID}', :campaign_id, :reports, :last_received_at)"
             ),
             arrivals,
         )

@@ -144,7 +144,7 @@ async def list_campaigns(
 def failed_page(
     session: Any, row: Any, viewer: Viewer, after: int | None, limit: int
 ) -> tuple[Any, FailedNumbers]:
-    """The campaign's summary since its send with one page of failed numbers, masked unless the user
+    """The campaign's summary with one page of failed numbers, masked unless the user
     may edit the DAG; 422 naming ``after`` when it is not a position of this campaign's."""
     from airflow_provider_sms.delivery_reports.store import campaign_summary
 
@@ -154,7 +154,6 @@ def failed_page(
             session,
             row.conn_id,
             tickets,
-            since=row.sent_at,
             with_failed=bool(tickets),
             failed_after=after,
             failed_limit=limit,
@@ -193,7 +192,7 @@ async def get_campaign(campaign: CampaignPath, request: Request) -> Response:
         tickets = row.record["tickets"]
         return (
             CampaignDetail(
-                campaign=queries.campaign_of(row, statuses, summary.left_out),
+                campaign=queries.campaign_of(row, statuses),
                 timeline=queries.delivery_timeline(session, row.conn_id, tickets, row.sent_at)
                 if tickets
                 else [],

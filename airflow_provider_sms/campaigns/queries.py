@@ -2,24 +2,17 @@
 public API.
 
 A page is read from ``sms_campaign`` newest first (``idx_sms_campaign_sent``), limited to the DAGs the
-user may read, with each campaign's delivery counted from its send as kept on its row (:mod:`.totals`):
-one statement. A campaign with a reused campaign id (``reused_ids``: a ticket with reports from before
-its send) has no totals kept; its delivery is counted from its reports since the send, as the delivery
-wait counts it.
+user may read, with each campaign's delivery as kept on its row (:mod:`.totals`): one statement.
 
 The delivery filter (:data:`DELIVERY_STATES`) is asked of SQL on those totals against the ``sent``
-column, in page order and in chunks (the database still evaluates the condition on every campaign it
-passes over to fill a chunk: where matches are rare, that is most of them); each campaign it finds is
-checked again with its delivery (:func:`page_delivery`), which shows on the page, and a page reads
-:data:`MAX_SCANNED` campaigns at most. The two agree but for a campaign with a reused id, which is
-always read and left to the exact check. A campaign whose reports the retention deleted stands as no
-state (its delivery is unknown); one that may have been sent (a batch of unknown outcome, with no
-reports) is never complete.
+column, in the same statement. A campaign whose reports the retention deleted stands as no state (its
+delivery is unknown); one that may have been sent (a batch of unknown outcome, with no reports) is
+never complete.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from sqlalchemy import and_, false, func, or_, select, text, tuple_
@@ -27,8 +20,7 @@ from sqlalchemy import and_, false, func, or_, select, text, tuple_
 from airflow_provider_sms.campaigns.record import CampaignRecord
 from airflow_provider_sms.campaigns.resources import Campaign, CampaignPage, Delivery, TimelinePoint
 from airflow_provider_sms.campaigns.tables import campaign_table
-from airflow_provider_sms.campaigns.totals import kept_counts, statuses_of
-from airflow_provider_sms.delivery_reports.counted_since import REPORT_CLOCK_SKEW, count_since
+from airflow_provider_sms.campaigns.totals import statuses_of
 from airflow_provider_sms.delivery_reports.tables import (
     delivery_country_table,
     delivery_message_table,
@@ -37,6 +29,7 @@ from airflow_provider_sms.delivery_reports.tables import (
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
+    from collections import Counter
     from collections.abc import Collection, Sequence
     from datetime import datetime
 
@@ -49,16 +42,13 @@ if TYPE_CHECKING:
 MAX_PAGE, DEFAULT_PAGE = 200, 50
 # The most points of a campaign's delivery over time.
 MAX_POINTS = 500
+# How much earlier than the send a campaign's chart starts: the service's clock and ours may disagree.
+CLOCK_SKEW = timedelta(minutes=1)
 # Numbers per IN list when reading the failed numbers' details.
 DETAILS_CHUNK = 500
 # The list's delivery filter: some messages not final yet; every message sent final; a failure or more.
 DeliveryState = Literal["not_final", "complete", "with_failures"]
 DELIVERY_STATES: tuple[str, ...] = get_args(DeliveryState)
-# The most campaigns one filtered page reads: a page may then hold fewer than asked, its ``next`` says
-# where to read on.
-MAX_SCANNED = 1000
-# Campaigns read at a time by a filtered page (at least): most of a chunk may be turned down.
-FILTER_CHUNK = 200
 MAYBE_SENT = "maybe_sent"
 
 
@@ -116,8 +106,7 @@ def campaign_page(
 
     :param task_id: only this task's; ``map_index``: only this mapped task instance's.
     :param since: sent at or after; ``until``: sent before.
-    :param delivery: only the campaigns whose delivery stands so (:data:`DELIVERY_STATES`); such a page
-        may hold fewer than ``limit`` campaigns with a ``next`` (it reads :data:`MAX_SCANNED` at most).
+    :param delivery: only the campaigns whose delivery stands so (:data:`DELIVERY_STATES`).
     :param before: the page starts after this campaign (the previous page's ``next``).
     :param seen: gets the scopes of every campaign read (those shown, the one that tells whether there
         is a next page, the ``before`` one): read for every DAG, the page is the one of the ``readable``
@@ -154,40 +143,15 @@ def campaign_page(
             raise UnknownCursor(before)
         if seen is not None:
             seen.add(scope_of(start))
-    if delivery is None:
-        rows = _rows_after(session, conditions, start, limit + 1)
-        if seen is not None:
-            seen.update(scope_of(row) for row in rows)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        deliveries = page_delivery(session, rows)
-        return CampaignPage(
-            campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
-            next=str(rows[-1].id) if more else None,
-        )
-    # Read in chunks of at least FILTER_CHUNK: a campaign the exact check turns down costs a read.
-    chunk = max(limit + 1, FILTER_CHUNK)
-    found: list[tuple[Any, Counter[int]]] = []
-    scanned = 0
-    while True:
-        rows = _rows_after(session, conditions, start, chunk)
-        deliveries = page_delivery(session, rows)
-        found += [(row, deliveries[row.id]) for row in rows if delivery_is(delivery, row, deliveries[row.id])]
-        scanned += len(rows)
-        if len(found) > limit:
-            found = found[:limit]
-            next_row = found[-1][0]
-            break
-        if len(rows) < chunk:
-            next_row = None  # read to the end
-            break
-        if scanned >= MAX_SCANNED:
-            next_row = rows[-1]  # bounded: the next page reads on from the last campaign read
-            break
-        start = rows[-1]
+    rows = _rows_after(session, conditions, start, limit + 1)
+    if seen is not None:
+        seen.update(scope_of(row) for row in rows)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    deliveries = page_delivery(rows)
     return CampaignPage(
-        campaigns=[campaign_of(row, statuses) for row, statuses in found],
-        next=str(next_row.id) if next_row is not None else None,
+        campaigns=[campaign_of(row, deliveries[row.id]) for row in rows],
+        next=str(rows[-1].id) if more else None,
     )
 
 
@@ -210,25 +174,10 @@ def _rows_after(
     ).all()
 
 
-def delivery_is(state: DeliveryState, row: Any, statuses: Counter[int]) -> bool:
-    """Whether campaign ``row``, with its messages by status, stands as ``state`` says (the exact check of
-    the list's delivery filter). A campaign whose reports were pruned stands as none (its delivery is
-    unknown); one that may have been sent is never complete: a batch of unknown outcome has no reports."""
-    delivery = delivery_of(row.sent, statuses, pruned_at=row.reports_pruned_at)
-    if delivery.reports_pruned_at is not None:
-        return False
-    maybe_sent = row.outcome == MAYBE_SENT
-    if state == "not_final":
-        return delivery.not_final > 0 or maybe_sent
-    if state == "complete":
-        return delivery.not_final == 0 and not maybe_sent
-    return delivery.failed > 0
-
-
 def _may_stand_as(state: DeliveryState) -> ColumnElement[bool]:
-    """What SQL can tell of ``state`` for the outer campaign row, from the totals kept on it (as
-    :func:`delivery_is` reads them): exact, but for a campaign with a reused id (``reused_ids``: no
-    totals kept), which is always read and left to the exact check."""
+    """Whether the outer campaign row stands as ``state`` says, from the totals kept on it: a campaign
+    whose reports were pruned stands as none (its delivery is unknown); one that may have been sent is
+    never complete (a batch of unknown outcome has no reports)."""
     table = campaign_table.c
     final = table.delivered + table.failed
     maybe_sent = table.outcome == MAYBE_SENT
@@ -238,10 +187,7 @@ def _may_stand_as(state: DeliveryState) -> ColumnElement[bool]:
         kept = and_(table.sent <= final, ~maybe_sent)
     else:
         kept = table.failed > 0
-    reused = (
-        table.reused_ids.is_(True) if state != "complete" else and_(table.reused_ids.is_(True), ~maybe_sent)
-    )
-    return and_(table.reports_pruned_at.is_(None), or_(kept, reused))
+    return and_(table.reports_pruned_at.is_(None), kept)
 
 
 def campaign_row(session: Session, campaign: int) -> Any:
@@ -249,32 +195,12 @@ def campaign_row(session: Session, campaign: int) -> Any:
     return session.execute(select(campaign_table).where(campaign_table.c.id == campaign)).one_or_none()
 
 
-def page_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[int]]:
-    """Messages by status of each campaign of ``rows``, counted from its send: the totals kept on its
-    row (:mod:`.totals`); a campaign with a reused id (``reused_ids``) is counted from its reports since
-    the send instead (:func:`exact_delivery`)."""
-    statuses = {row.id: statuses_of(row) for row in rows if not row.reused_ids}
-    statuses.update(exact_delivery(session, [row for row in rows if row.reused_ids]))
-    return statuses
+def page_delivery(rows: Sequence[Any]) -> dict[int, Counter[int]]:
+    """Messages by status of each campaign of ``rows``: the totals kept on its row (:mod:`.totals`)."""
+    return {row.id: statuses_of(row) for row in rows}
 
 
-def exact_delivery(session: Session, rows: Sequence[Any]) -> dict[int, Counter[int]]:
-    """Messages by status of each campaign of ``rows``, counted from its send, from the store: one
-    statement for the kept counts of every ticket of ``rows``; a ticket with reports from before its
-    send (a reused id) is counted from its reports since the send instead."""
-    if not rows:
-        return {}
-    sent_at = {row.id: row.sent_at for row in rows}
-    kept, reused = kept_counts(session, sent_at)
-    statuses: dict[int, Counter[int]] = {row.id: kept.get(row.id, Counter()) for row in rows}
-    for (row_id, conn_id), campaign_ids in reused.items():
-        count_since(session, conn_id, sorted(campaign_ids), sent_at[row_id], statuses[row_id])
-    return statuses
-
-
-def delivery_of(
-    sent: int, statuses: Counter[int], left_out: int = 0, pruned_at: datetime | None = None
-) -> Delivery:
+def delivery_of(sent: int, statuses: Counter[int], pruned_at: datetime | None = None) -> Delivery:
     """The delivery bar's figures of a campaign that sent ``sent`` numbers.
 
     :param pruned_at: when the retention deleted its reports: its figures are unknown (zero).
@@ -298,11 +224,10 @@ def delivery_of(
         not_final=max(sent - final, 0),
         delivered_share=round(delivered / sent, 4) if sent else 0.0,
         by_status={status_name(status): count for status, count in sorted(statuses.items()) if count},
-        left_out=left_out,
     )
 
 
-def campaign_of(row: Any, statuses: Counter[int], left_out: int = 0) -> Campaign:
+def campaign_of(row: Any, statuses: Counter[int]) -> Campaign:
     """The API's campaign from its row and its messages by status."""
     record = CampaignRecord.model_validate(row.record)
     return Campaign(
@@ -312,7 +237,7 @@ def campaign_of(row: Any, statuses: Counter[int], left_out: int = 0) -> Campaign
         task_id=row.task_id,
         map_index=row.map_index,
         **record.model_dump(exclude={"version"}),
-        delivery=delivery_of(row.sent, statuses, left_out, pruned_at=row.reports_pruned_at),
+        delivery=delivery_of(row.sent, statuses, pruned_at=row.reports_pruned_at),
     )
 
 
@@ -336,8 +261,8 @@ def failed_by_country(session: Session, conn_id: str, campaign_ids: Sequence[int
 def delivery_timeline(
     session: Session, conn_id: str, campaign_ids: Sequence[int], since: datetime
 ) -> list[TimelinePoint]:
-    """Messages delivered and failed so far, minute by minute from ``since`` (the send, less the clock
-    allowance of the delivery wait), from the counts the flusher keeps; at most :data:`MAX_POINTS`
+    """Messages delivered and failed so far, minute by minute from ``since`` (the send, less
+    :data:`CLOCK_SKEW`), from the counts the flusher keeps; at most :data:`MAX_POINTS`
     points (whole minutes merged when the campaign lasts longer)."""
     timeline = delivery_timeline_table.c
     rows = session.execute(
@@ -345,7 +270,7 @@ def delivery_timeline(
         .where(
             timeline.conn_id == conn_id,
             timeline.campaign_id.in_(list(campaign_ids)),
-            timeline.minute >= (since - REPORT_CLOCK_SKEW).replace(second=0, microsecond=0),
+            timeline.minute >= (since - CLOCK_SKEW).replace(second=0, microsecond=0),
         )
         .group_by(timeline.minute)
         .order_by(timeline.minute)
@@ -364,7 +289,7 @@ def delivery_timeline(
 def failed_details(
     session: Session, row: Any, after: int | None, limit: int
 ) -> tuple[list[tuple[Any, ...]], int | None]:
-    """One page of campaign ``row``'s failed numbers (counted from its send), each with its latest
+    """One page of campaign ``row``'s failed numbers, each with its latest
     status, country and date; and the position the next page starts after (an opaque one: see
     :func:`~airflow_provider_sms.delivery_reports.store.failed_numbers`)."""
     from airflow_provider_sms.delivery_reports.store import campaign_summary
@@ -376,7 +301,6 @@ def failed_details(
         session,
         row.conn_id,
         tickets,
-        since=row.sent_at,
         with_failed=True,
         failed_after=after,
         failed_limit=limit,

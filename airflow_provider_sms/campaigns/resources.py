@@ -14,14 +14,13 @@ class ApiModel(BaseModel):
 
 
 class Delivery(ApiModel):
-    """How a campaign's messages stand, from the delivery reports received since it was sent.
+    """How a campaign's messages stand, from its delivery reports received so far.
 
     :param sent: numbers the service accepted (the bar's whole).
     :param delivered: messages delivered; ``failed``: with another final status.
     :param not_final: the rest (no report yet, or ``sent`` to the carrier).
     :param delivered_share: ``delivered / sent`` (0 when nothing was sent).
     :param by_status: messages by status name.
-    :param left_out: reports of these campaign ids left out: received before the send (a reused id).
     :param reports_pruned_at: when the retention deleted the campaign's delivery reports: the figures
         above are then unknown (zero).
     """
@@ -32,7 +31,6 @@ class Delivery(ApiModel):
     not_final: int
     delivered_share: float
     by_status: dict[str, int]
-    left_out: int = 0
     reports_pruned_at: datetime | None = None
 
 

@@ -15,14 +15,12 @@ from airflow.models.base import ID_LEN
 from sqlalchemy import (
     JSON,
     BigInteger,
-    Boolean,
     Column,
     Index,
     Integer,
     String,
     Table,
     UniqueConstraint,
-    false,
 )
 
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
@@ -43,23 +41,20 @@ campaign_table = Table(
     Column("recorded_at", Timestamp, nullable=False),
     Column("record", JSON, nullable=False),
     # The record's ``sent`` (numbers the service accepted): the list's delivery filter compares the
-    # kept counts with it in SQL (migration 0006).
+    # kept counts with it in SQL.
     Column("sent", BigInteger, nullable=False, server_default="0"),
     # When the retention deleted its delivery reports (``prune-delivery-reports``): its delivery is then
-    # unknown, not "not yet final" (migration 0006).
+    # unknown, not "not yet final".
     Column("reports_pruned_at", Timestamp, nullable=True),
-    # Its delivery counted from its send, kept by the flusher and the indexer (:mod:`.totals`), so that
-    # a page of the list reads it with its rows (migration 0007): messages by status code (``{"3": 950,
-    # ...}``), of which delivered and failed (final, not delivered). ``reused_ids``: a ticket of it had
-    # reports from before the send (a campaign id the service reused): these are then not kept, and the
-    # page counts its delivery from the reports instead.
+    # Its delivery, kept by the flusher and the indexer (:mod:`.totals`), so that a page of the list
+    # reads it with its rows: messages by status code (``{"3": 950, ...}``), of which delivered and
+    # failed (final, not delivered).
     Column("by_status", JSON, nullable=True),
     Column("delivered", BigInteger, nullable=False, server_default="0"),
     Column("failed", BigInteger, nullable=False, server_default="0"),
-    Column("reused_ids", Boolean, nullable=False, server_default=false()),
     # The team the campaign was sent under, as the indexer found its DAG's bundle: "" for none (no
     # multi-team mode, or a bundle of no team); NULL when its DAG had no row. Only the users who may read
-    # every DAG see a campaign whose DAG no longer stands under this team (migration 0008).
+    # every DAG see a campaign whose DAG no longer stands under this team.
     Column("team", String(ID_LEN), nullable=True),
     # A task instance sends one campaign per send guard: a new one (the guard deleted, the task cleared)
     # starts at another time and gets its own row.
@@ -85,3 +80,5 @@ campaign_indexer_table = Table(
     # The time of the last XCom row read (rows are read in time order).
     Column("read_until", Timestamp, nullable=False),
 )
+
+TABLES = (campaign_table, campaign_ticket_table, campaign_indexer_table)

@@ -2,24 +2,20 @@
 indexed statement). Not public API.
 
 ``sms_campaign.by_status`` (messages by status code), ``delivered`` and ``failed`` (final, not
-delivered) are the kept counts (``sms_delivery_count``) summed over the campaign's tickets: its
-delivery counted from its send, as the list showed it when it read the counts per page. A campaign
-with a ticket that had reports from before its send (a campaign id the service reused:
-:func:`~airflow_provider_sms.delivery_reports.counted_since.reported_before`) has ``reused_ids`` set
-and no totals: the page counts its delivery from the reports, as before (only such campaigns pay it).
+delivered) are the kept counts (``sms_delivery_count``) summed over the campaign's tickets. The
+service's campaign id is unique and is its campaign's key: every report of a ticket is the campaign's.
 
 The totals are worked out again from the kept counts (a few rows per ticket), never added up by
 deltas, whenever what they are made of changes:
 
-- by the flusher, in each batch's transaction, after the batch's counts and arrivals are written, for
+- by the flusher, in each batch's transaction, after the batch's counts are written, for
   the campaigns with a ticket among the batch's campaign ids;
 - by the indexer, for each campaign row it adds or updates, with the connection's flusher row locked
   (the lock the flusher holds for a batch), so that a batch committed while the indexer reads the
   counts is never missed: reports flushed before their campaign's row was indexed count too.
 
 A campaign whose reports the retention deleted (``reports_pruned_at``) is left as it stands: its
-delivery is unknown, whatever its totals say. Migration 0007 fills the totals of the campaigns copied
-before it.
+delivery is unknown, whatever its totals say.
 """
 
 from __future__ import annotations
@@ -30,36 +26,30 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, bindparam, select, update
 
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
-from airflow_provider_sms.delivery_reports.counted_since import counts_with_arrival, reported_before
 from airflow_provider_sms.delivery_reports.tables import delivery_count_table, delivery_flush_table
 from airflow_provider_sms.models import DELIVERED_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
-    from datetime import datetime
 
     from sqlalchemy.orm import Session
 
 # Ids per IN list (SQLite allows 32,766 parameters per statement).
 CHUNK = 500
 # What a campaign row keeps of its delivery.
-TOTALS = ("by_status", "delivered", "failed", "reused_ids")
+TOTALS = ("by_status", "delivered", "failed")
 
 
-def kept_counts(
-    session: Session, sent_at: dict[int, datetime]
-) -> tuple[dict[int, Counter[int]], dict[tuple[int, str], set[int]]]:
-    """The kept counts of the campaign rows ``sent_at`` names (row id: its send), summed per row over
-    its tickets, one statement per :data:`CHUNK` rows; and the tickets with reports from before their
-    row's send (``{(row id, conn_id): campaign ids}``), left out of the sums."""
+def kept_counts(session: Session, row_ids: Iterable[int]) -> dict[int, Counter[int]]:
+    """The kept counts of the campaign rows ``row_ids``, summed per row over its tickets, one statement
+    per :data:`CHUNK` rows."""
     tickets = campaign_ticket_table.c
     counts = delivery_count_table.c
     statuses: dict[int, Counter[int]] = defaultdict(Counter)
-    reused: dict[tuple[int, str], set[int]] = defaultdict(set)
-    ids = sorted(sent_at)
+    ids = sorted(set(row_ids))
     for start in range(0, len(ids), CHUNK):
         found = session.execute(
-            counts_with_arrival(tickets.campaign_row)
+            select(tickets.campaign_row, counts.status, counts.messages)
             .join(
                 campaign_ticket_table,
                 and_(tickets.conn_id == counts.conn_id, tickets.campaign_id == counts.campaign_id),
@@ -67,25 +57,18 @@ def kept_counts(
             .where(tickets.campaign_row.in_(ids[start : start + CHUNK]))
         ).all()
         for count in found:
-            since = sent_at[count.campaign_row]
-            if reported_before(count.first_received_at, count.first_reported_at, since):
-                reused[(count.campaign_row, count.conn_id)].add(count.campaign_id)
-            else:
-                statuses[count.campaign_row][int(count.status)] += int(count.messages)
-    return statuses, reused
+            statuses[count.campaign_row][int(count.status)] += int(count.messages)
+    return statuses
 
 
-def totals_of(statuses: Counter[int], *, reused: bool = False) -> dict[str, Any]:
-    """What a campaign row keeps of its delivery, from its messages by status (none when ``reused``)."""
-    if reused:
-        return {"by_status": {}, "delivered": 0, "failed": 0, "reused_ids": True}
+def totals_of(statuses: Counter[int]) -> dict[str, Any]:
+    """What a campaign row keeps of its delivery, from its messages by status."""
     delivered = sum(count for status, count in statuses.items() if status in DELIVERED_STATUSES)
     final = sum(count for status, count in statuses.items() if status not in PENDING_DELIVERY_STATUSES)
     return {
         "by_status": {str(status): count for status, count in sorted(statuses.items()) if count},
         "delivered": delivered,
         "failed": final - delivered,
-        "reused_ids": False,
     }
 
 
@@ -95,15 +78,14 @@ def statuses_of(row: Any) -> Counter[int]:
 
 
 def _refresh(session: Session, rows: Sequence[Any]) -> int:
-    """Work out again the totals of ``rows`` (each with ``id``, ``sent_at`` and the totals it holds)
-    and write those that changed; how many did."""
+    """Work out again the totals of ``rows`` (each with ``id`` and the totals it holds) and write those
+    that changed; how many did."""
     if not rows:
         return 0
-    statuses, reused = kept_counts(session, {row.id: row.sent_at for row in rows})
-    reused_rows = {row_id for row_id, _ in reused}
+    statuses = kept_counts(session, [row.id for row in rows])
     changed = []
     for row in rows:
-        values = totals_of(statuses.get(row.id, Counter()), reused=row.id in reused_rows)
+        values = totals_of(statuses.get(row.id, Counter()))
         if any(getattr(row, name) != values[name] for name in TOTALS):
             changed.append({"row_id": row.id, **values})
     if changed:
@@ -120,7 +102,7 @@ def _rows(session: Session, condition: Any) -> list[Any]:
     table = campaign_table.c
     return list(
         session.execute(
-            select(table.id, table.sent_at, *(table[name] for name in TOTALS)).where(
+            select(table.id, *(table[name] for name in TOTALS)).where(
                 condition, table.reports_pruned_at.is_(None)
             )
         ).all()
@@ -128,7 +110,7 @@ def _rows(session: Session, condition: Any) -> list[Any]:
 
 
 def refresh_for_tickets(session: Session, conn_id: str, campaign_ids: Collection[int]) -> int:
-    """The flusher's part, in a batch's transaction after its counts and arrivals are written: the totals
+    """The flusher's part, in a batch's transaction after its counts are written: the totals
     of the campaigns with a ticket among ``campaign_ids`` of ``conn_id``."""
     tickets = campaign_ticket_table.c
     ids = sorted(set(campaign_ids))

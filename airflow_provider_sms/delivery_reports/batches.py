@@ -242,8 +242,7 @@ def roll_up(session: Session, conn_id: str, rows: Sequence[Any]) -> None:
         _by_outcome(countries),
     )
     _write_campaigns(session, conn_id, rows)
-    # The list's totals on the campaign rows: from the counts and arrivals just written (an arrival
-    # alone may make a ticket a reused id for a campaign row, with no count changed).
+    # The list's totals on the campaign rows: from the counts just written.
     refresh_for_tickets(session, conn_id, {row.campaign_id for row in rows})
 
 
@@ -330,28 +329,17 @@ def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> Non
     for row in rows:
         campaign = seen.setdefault(
             row.campaign_id,
-            {
-                "reports": 0,
-                "first_reported_at": row.reported_at,
-                "first_received_at": row.received_at,
-                "last_received_at": row.received_at,
-            },
+            {"reports": 0, "last_received_at": row.received_at},
         )
         campaign["reports"] += 1
-        campaign["first_reported_at"] = min(campaign["first_reported_at"], row.reported_at)
-        campaign["first_received_at"] = min(campaign["first_received_at"], row.received_at)
         campaign["last_received_at"] = max(campaign["last_received_at"], row.received_at)
     table = delivery_campaign_table.c
     held = {
         row.campaign_id: row
         for row in session.execute(
-            select(
-                table.campaign_id,
-                table.reports,
-                table.first_reported_at,
-                table.first_received_at,
-                table.last_received_at,
-            ).where(table.conn_id == conn_id, table.campaign_id.in_(list(seen)))
+            select(table.campaign_id, table.reports, table.last_received_at).where(
+                table.conn_id == conn_id, table.campaign_id.in_(list(seen))
+            )
         )
     }
     write_rows(
@@ -364,8 +352,6 @@ def _write_campaigns(session: Session, conn_id: str, rows: Sequence[Any]) -> Non
                 {"campaign_id": cid},
                 {
                     "reports": held[cid].reports + values["reports"],
-                    "first_reported_at": min(held[cid].first_reported_at, values["first_reported_at"]),
-                    "first_received_at": min(held[cid].first_received_at, values["first_received_at"]),
                     "last_received_at": max(held[cid].last_received_at, values["last_received_at"]),
                 },
             )

@@ -26,7 +26,6 @@ from airflow_provider_sms.exceptions import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
-    from datetime import datetime
 
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary, StoredReport
     from airflow_provider_sms.hooks.sms import SmsHook
@@ -70,12 +69,10 @@ class ReceiverAccess:
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """One request of the summary: where, with which key, for which campaigns, from when.
+    """One request of the summary: where, with which key, for which campaigns.
 
     :param failed_after: where the page of failed numbers starts: a previous answer's ``failed_next``,
         an opaque position (never a number: the URL goes to the API server's access log).
-    :param since: count only what arrived from then on (the send's ``sent_at``): a campaign id the
-        service reused then leaves out the earlier campaign's reports.
     """
 
     url: str
@@ -83,15 +80,12 @@ class SummaryRequest:
     campaign_ids: Sequence[int]
     with_failed: bool = False
     failed_after: int | None = None
-    since: datetime | None = None
 
     def params(self) -> list[tuple[str, str | int | float | bool | None]]:
         """The query string's parameters."""
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("campaign_id", cid) for cid in self.campaign_ids
         ]
-        if self.since is not None:
-            params.append(("since", self.since.isoformat()))
         params.append(("failed", "true" if self.with_failed else "false"))
         if self.failed_after is not None:
             params.append(("failed_after", self.failed_after))

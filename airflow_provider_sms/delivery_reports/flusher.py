@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms.db_manager import registration_hint
 from airflow_provider_sms.delivery_reports.batches import Batch, DeclaredAssets, flush_batch, pending
 from airflow_provider_sms.delivery_reports.refusals import RefusalCounter, this_server, write_refusals
 from airflow_provider_sms.delivery_reports.settings import (
@@ -141,9 +142,11 @@ class Flusher:
             except Exception as exc:
                 if not backoff:
                     without_parameters(exc)  # the rows it wrote hold numbers
+                    # On Airflow 3.0 and 3.1 the first line also says what to set for the tables to be made.
                     log.exception(
                         "The delivery-report flusher cannot reach the tables (is the database up, and "
-                        "migrated with `airflow db migrate`?); trying again, quietly until it works"
+                        "migrated with `airflow db migrate`?)%s; trying again, quietly until it works",
+                        registration_hint(),
                     )
                 backoff = min(max(backoff * 2, BACKOFF), MAX_BACKOFF)
                 continue

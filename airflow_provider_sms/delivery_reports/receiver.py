@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
@@ -76,11 +76,10 @@ from airflow_provider_sms.delivery_reports.store import (
 )
 from airflow_provider_sms.delivery_reports.summary import encode_batch_page, encode_delivery_summary
 from airflow_provider_sms.exceptions import SmsError, SmsValidationError
-from airflow_provider_sms.models import CAMPAIGN_ID_MAX, REPORT_DATE_MAX, REPORT_DATE_MIN
+from airflow_provider_sms.models import CAMPAIGN_ID_MAX
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
-    from datetime import datetime
 
     from airflow_provider_sms.models import DeliveryReport
 
@@ -132,12 +131,11 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
 def read_summary(
     conn_id: str,
     campaign_ids: list[int],
-    since: datetime | None,
     with_failed: bool,
     failed_after: int | None,
     failed_limit: int,
 ) -> bytes:
-    """The summary of ``campaign_ids`` (from ``since`` on), with the connection's recent refusals, as
+    """The summary of ``campaign_ids``, with the connection's recent refusals, as
     the answer's body.
 
     :raises Refusal: 422 naming ``failed_after`` when it is not a position of these campaigns.
@@ -153,7 +151,6 @@ def read_summary(
                 session,
                 conn_id,
                 campaign_ids,
-                since=since,
                 with_failed=with_failed,
                 failed_after=failed_after,
                 failed_limit=failed_limit,
@@ -532,14 +529,13 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
     async def summary(
         conn_id: str,
         campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
-        since: Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)] = None,
         failed: bool = False,
         failed_after: Annotated[int | None, Query(ge=1, le=REPORT_ID_MAX)] = None,
         failed_limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_PAGE,
     ) -> Response:
         try:
             body = await run_in_threadpool(
-                read_summary, conn_id, campaign_id, since, failed, failed_after, failed_limit
+                read_summary, conn_id, campaign_id, failed, failed_after, failed_limit
             )
         except SQLAlchemyError as exc:
             raise database_refusal(exc, conn_id, "summary") from None

@@ -13,14 +13,14 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, func, insert, select, union, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import StatementError
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.delivery_reports.counted_since import count_since, failed_since, read_counts
 from airflow_provider_sms.delivery_reports.summary import BatchPage, DeliverySummary, StoredReport
 from airflow_provider_sms.delivery_reports.tables import (
+    delivery_count_table,
     delivery_flush_table,
     delivery_message_table,
     delivery_report_table,
@@ -28,7 +28,7 @@ from airflow_provider_sms.delivery_reports.tables import (
 from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES, PENDING_DELIVERY_STATUSES
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from sqlalchemy.orm import Session
 
@@ -204,17 +204,14 @@ def campaign_summary(
     conn_id: str,
     campaign_ids: Sequence[int],
     *,
-    since: datetime | None = None,
     with_failed: bool = False,
     failed_after: int | None = None,
     failed_limit: int = FAILED_PAGE,
     refusals: list[RefusalCount] | None = None,
 ) -> DeliverySummary:
-    """Where the messages of ``campaign_ids`` stand, from the counts the flusher keeps (no report read,
-    but for a campaign id with reports from before ``since``).
+    """Where the messages of ``campaign_ids`` stand, from the counts the flusher keeps (no report read):
+    a campaign id is its campaign's key, so every report of it counts.
 
-    :param since: count only what the campaigns got from then on (the send's time): see
-        :mod:`.counted_since`. A campaign whose every report came after it is read from its counts.
     :param with_failed: also list the numbers whose final status is not ``delivered`` (one page).
     :param failed_after: the page starts after the number this position stands for (the previous
         page's ``failed_next``).
@@ -223,19 +220,20 @@ def campaign_summary(
     :raises UnknownPosition: ``failed_after`` is not a position of these campaigns.
     """
     summed: Counter[int] = Counter()
-    reused = read_counts(session, conn_id, campaign_ids, since, summed)
-    left_out = 0
-    if reused and since is not None:
-        left_out = count_since(session, conn_id, sorted(reused), since, summed)
+    kept = delivery_count_table.c
+    for status, messages in session.execute(
+        select(kept.status, kept.messages).where(
+            kept.conn_id == conn_id, kept.campaign_id.in_(list(campaign_ids))
+        )
+    ):
+        summed[int(status)] += int(messages)
     counts = [(status, count) for status, count in sorted(summed.items()) if count]
     final_statuses = {status for status, _ in counts if status not in PENDING_DELIVERY_STATUSES}
     failed_statuses = {status for status in final_statuses if status not in DELIVERED_STATUSES}
     failed: list[str] | None = None
     failed_next: int | None = None
     if with_failed:
-        failed, failed_next = failed_numbers(
-            session, conn_id, campaign_ids, failed_after, failed_limit, since=since, reused=reused
-        )
+        failed, failed_next = failed_numbers(session, conn_id, campaign_ids, failed_after, failed_limit)
     return DeliverySummary(
         campaign_ids=list(campaign_ids),
         reported=sum(count for _, count in counts),
@@ -244,7 +242,6 @@ def campaign_summary(
         failed_count=sum(count for status, count in counts if status in failed_statuses),
         failed=failed,
         failed_next=failed_next,
-        left_out=left_out,
         refusals=refusals or [],
     )
 
@@ -255,9 +252,6 @@ def failed_numbers(
     campaign_ids: Sequence[int],
     after: int | None,
     limit: int,
-    *,
-    since: datetime | None = None,
-    reused: Collection[int] = (),
 ) -> tuple[list[str], int | None]:
     """One page of the failed numbers of ``campaign_ids``, in number order, and the position of the next.
 
@@ -265,25 +259,19 @@ def failed_numbers(
     the order (by number, which a message never changes) stays the same whatever arrives between pages.
 
     :param after: the page starts after the number of this position (a previous page's next).
-    :param since: with ``reused``: the send's time those campaigns are counted from.
-    :param reused: the campaigns with reports from before ``since`` (their numbers are ranked among
-        the reports since; the others' are read from the latest statuses the flusher keeps).
     :raises UnknownPosition: ``after`` is no report of these campaigns.
     """
     messages = delivery_message_table.c
-    kept = [campaign_id for campaign_id in campaign_ids if campaign_id not in reused]
-    parts = []
-    if kept:
-        parts.append(
-            select(messages.destination.label("destination")).where(
-                messages.conn_id == conn_id, messages.campaign_id.in_(kept), messages.failed.is_(True)
-            )
+    numbers = (
+        select(messages.destination)
+        .where(
+            messages.conn_id == conn_id,
+            messages.campaign_id.in_(list(campaign_ids)),
+            messages.failed.is_(True),
         )
-    if reused and since is not None:
-        parts.append(failed_since(conn_id, sorted(reused), since))
-    if not parts:
-        return [], None
-    numbers = (union(*parts) if len(parts) > 1 else parts[0].distinct()).subquery()
+        .distinct()
+        .subquery()
+    )
     query = select(numbers.c.destination).order_by(numbers.c.destination).limit(limit + 1)
     if after is not None:
         query = query.where(numbers.c.destination > number_at(session, conn_id, campaign_ids, after))

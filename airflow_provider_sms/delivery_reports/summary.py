@@ -68,8 +68,6 @@ class DeliverySummary(SmsModel):
     :param failed_next: where the next page of failed numbers starts (None: this was the last): an
         opaque position, the id of a report of the page's last number, never the number itself (it
         travels in a URL, and the API server's access log keeps URLs).
-    :param left_out: reports of these campaign ids not counted because they came before the send the
-        summary was asked from (``since``): a campaign id the service reused.
     :param refusals: what the receiver refused for this connection in the last hour, by reason.
     """
 
@@ -80,7 +78,6 @@ class DeliverySummary(SmsModel):
     failed_count: int
     failed: list[str] | None = None
     failed_next: int | None = None
-    left_out: int = 0
     refusals: list[RefusalCount] = []
 
     def final_share(self, expected: int) -> float:

@@ -6,9 +6,8 @@
   flusher locks, so that one flusher at a time works on a connection.
 - ``sms_delivery_message``: per message (campaign and number), its latest status; kept by the flusher.
 - ``sms_delivery_count``: per campaign, how many messages stand at each status; kept by the flusher.
-- ``sms_delivery_campaign``: per campaign, how many reports, the first report's date, the first and the
-  last arrival (a summary counted from a send's time reads the counts only when the first arrival is
-  after it and the first date no more than a minute before it: see :mod:`.counted_since`).
+- ``sms_delivery_campaign``: per campaign, how many reports and the last arrival (what the retention
+  prunes by).
 - ``sms_delivery_timeline``: per campaign and minute, how many messages became delivered or failed
   then (by their latest report's date): the campaigns page's chart; kept by the flusher.
 - ``sms_delivery_country``: per campaign and country (as the reports name it; ``""`` when none), how
@@ -110,8 +109,6 @@ delivery_campaign_table = Table(
     Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
     Column("campaign_id", BigInteger, primary_key=True),
     Column("reports", BigInteger, nullable=False),
-    Column("first_reported_at", Timestamp, nullable=False),
-    Column("first_received_at", Timestamp, nullable=False),
     Column("last_received_at", Timestamp, nullable=False),
     Index("idx_sms_delivery_campaign_received", "last_received_at"),
 )
@@ -148,4 +145,15 @@ delivery_refusal_table = Table(
     Column("refused", BigInteger, nullable=False),
     Column("last_at", Timestamp, nullable=False),
     Column("last_detail", String(500), nullable=False),
+)
+
+TABLES = (
+    delivery_report_table,
+    delivery_flush_table,
+    delivery_message_table,
+    delivery_count_table,
+    delivery_campaign_table,
+    delivery_timeline_table,
+    delivery_country_table,
+    delivery_refusal_table,
 )

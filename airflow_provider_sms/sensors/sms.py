@@ -359,9 +359,8 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     the "Delivery reports" page: the service must post them there). Each message counts once, at its
     latest status; ``sent`` is not final, every other status is. When the share is reached, or when
     ``deadline`` has passed (``complete`` is then False), the sensor returns the counts by status and
-    the numbers whose final status is not ``delivered``, for the clean-up step. Given the send's
-    result, only reports that arrived after the send (its ``sent_at``) count: a campaign id the
-    service reused does not count the earlier campaign's reports.
+    the numbers whose final status is not ``delivered``, for the clean-up step. The service's
+    campaign id is unique and is its campaign's key: every report of it counts.
 
     :param campaign: the send's result (``send.output``: its ``tickets``, ``sent``, ``sent_at`` and
         ``delivery_at`` are used), or a campaign id, or a list of them (templated).
@@ -440,9 +439,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         from airflow_provider_sms.delivery_reports.settings import SUMMARY_PATH
 
         access = ReceiverAccess.of(self.hook)
-        return SummaryRequest(
-            access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed, since=self.wait.sent_at
-        )
+        return SummaryRequest(access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed)
 
     def check_once(self) -> PokeReturnValue:
         """Read the summary; done when the share is reached or the deadline has passed."""

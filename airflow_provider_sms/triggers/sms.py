@@ -272,8 +272,8 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
     :param expected: how many messages were sent.
     :param min_final_share: the share with a final status that ends the wait.
     :param deadline: when to stop waiting and report what is known (ISO 8601 with offset).
-    :param sent_at: count only reports received from then on (the send's ``sent_at``, ISO 8601 with
-        offset); None counts every stored report of the campaigns.
+    :param sent_at: when the campaign was sent (the send's ``sent_at``, ISO 8601 with offset), returned
+        as ``counted_from``; None given bare ids.
     """
 
     def __init__(
@@ -318,9 +318,7 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
         from airflow_provider_sms.delivery_reports.settings import read_key
 
         key = read_key((await hook.get_settings()).token)
-        summary = await afetch_summary(
-            SummaryRequest(self.summary_url, key, self.wait.campaign_ids, since=self.wait.sent_at)
-        )
+        summary = await afetch_summary(SummaryRequest(self.summary_url, key, self.wait.campaign_ids))
         self.log.info("%s", self.wait.describe(summary))
         complete = self.wait.reached(summary)
         if not complete and (note := self.wait.refusals_note(summary)):

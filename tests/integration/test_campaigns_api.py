@@ -197,7 +197,6 @@ def test_the_list_is_newest_first_with_cost_and_delivery(
         "not_final": 1,
         "delivered_share": 0.5,
         "by_status": {"sent": 1, "not delivered": 1, "delivered": 3, "expired": 1},
-        "left_out": 0,
         "reports_pruned_at": None,
     }
     assert page["next"] is None
@@ -512,9 +511,6 @@ DELIVERY_CAMPAIGNS = {
     "silent": ([9205], 2, []),
     "two_tickets": ([9207, 9208], 2, [3, 3]),  # one report per ticket
 }
-# Its reports are dated half an hour before its send: a reused id, whose kept counts (2 delivered)
-# are the earlier campaign's; counted from its send it has none.
-REUSED = ("reused", [9206], 2, [3, 3])
 # May have been sent: its one batch's outcome is unknown, no ticket, no report.
 MAYBE = ("maybe", [], 0, [])
 # Delivered in full, then its reports deleted by the retention: its delivery is unknown.
@@ -537,7 +533,7 @@ def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
         for i, (name, figures) in enumerate(DELIVERY_CAMPAIGNS.items())
     ]
     # All older than the other tests' campaigns, which are the newest of the list.
-    for extra in (REUSED, MAYBE, PRUNED):
+    for extra in (MAYBE, PRUNED):
         plan.append((*extra, start + dt.timedelta(minutes=len(plan))))
     for index, (name, tickets, sent, statuses, sent_at) in enumerate(plan):
         value = {
@@ -549,7 +545,7 @@ def delivery_campaigns(metadata_db: Any) -> dict[str, int]:
         if name == MAYBE[0]:
             value.update(outcome="maybe_sent", unknown_batches=[1], cost=0)
         xcoms.append(xcom_row(f"dag_{name}", value, sent_at))
-        dated = sent_at + dt.timedelta(minutes=2 if name != REUSED[0] else -30)
+        dated = sent_at + dt.timedelta(minutes=2)
         for number, status in enumerate(statuses):
             reports.append(
                 (
@@ -598,7 +594,7 @@ def delivery_pages(api: str, auth_manager: Any, limit: int, **params: Any) -> li
 @pytest.mark.parametrize(
     ("state", "expected"),
     [
-        ("not_final", ["maybe", "reused", "silent", "pending_failed", "pending"]),
+        ("not_final", ["maybe", "silent", "pending_failed", "pending"]),
         ("complete", ["two_tickets", "complete_failed", "complete_ok"]),
         ("with_failures", ["pending_failed", "complete_failed"]),
     ],
@@ -629,30 +625,6 @@ def test_the_delivery_filter_selects_by_delivery_from_the_send_and_pages(
             "complete": figures["not_final"] == 0 and not maybe_sent,
             "with_failures": figures["failed"] > 0,
         }[state]
-
-
-def test_a_reused_campaign_id_is_filtered_by_its_delivery_since_the_send(
-    api: str, auth_manager: Any, delivery_campaigns: dict[str, int]
-) -> None:
-    reused = get(f"{api}/campaigns/{delivery_campaigns['reused']}", "admin", auth_manager).json()["campaign"]
-    # Its kept counts say 2 delivered (complete); since its send nothing came.
-    assert (reused["delivery"]["not_final"], reused["delivery"]["left_out"]) == (2, 2)
-    complete = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN_D, delivery="complete").json()
-    assert delivery_campaigns["reused"] not in [c["id"] for c in complete["campaigns"]]
-
-
-def test_a_filtered_page_reads_a_bounded_number_of_campaigns_and_says_where_to_read_on(
-    api: str, auth_manager: Any, delivery_campaigns: dict[str, int], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from airflow_provider_sms.campaigns import queries
-
-    monkeypatch.setattr(queries, "MAX_SCANNED", 2)
-    monkeypatch.setattr(queries, "FILTER_CHUNK", 1)
-    # The first page reads 3 candidates (limit + 1: the reused campaign and both with failures) and stops
-    # there, bounded, with a next: the second reads on from it and finds the end.
-    pages = delivery_pages(api, auth_manager, 2, delivery="with_failures")
-
-    assert pages == [[delivery_campaigns["pending_failed"], delivery_campaigns["complete_failed"]], []]
 
 
 def test_a_campaign_whose_reports_were_pruned_stands_as_no_delivery_state(

@@ -347,7 +347,7 @@ def test_the_prune_command_line_says_what_it_did(db: Any, capsys: pytest.Capture
         assert connection.scalar(select(func.count()).select_from(delivery_report_table)) == 0
 
 
-# ------------------------------------------------------------------ a campaign id the service reused
+# ------------------------------------------------------------------ the summary
 
 
 def reports_of(campaign_id: int, outcomes: dict[str, int], date: dt.datetime) -> list[DeliveryReport]:
@@ -357,44 +357,14 @@ def reports_of(campaign_id: int, outcomes: dict[str, int], date: dt.datetime) ->
     ]
 
 
-def summary_since(metadata_db: Any, since: dt.datetime | None, *campaign_ids: int, **kwargs: Any) -> Any:
+def summary_of(metadata_db: Any, *campaign_ids: int, **kwargs: Any) -> Any:
     with metadata_db.Session() as session:
-        return campaign_summary(
-            session, "sms_default", list(campaign_ids), since=since, with_failed=True, **kwargs
-        )
+        return campaign_summary(session, "sms_default", list(campaign_ids), with_failed=True, **kwargs)
 
 
-def test_a_reused_campaign_id_counts_only_what_arrived_after_the_send(db: Any) -> None:
-    # The earlier campaign 5000001 (before a sandbox reset): three numbers, stored and counted.
-    earlier = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
-    store(db, reports_of(5000001, {"33700000001": 3, "33700000002": 12, "33700000003": 3}, earlier))
-    flush_all(db, iter([1000] * 10))
+def test_a_summary_is_read_from_the_kept_counts(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     sent_at = dt.datetime.now(dt.timezone.utc)
-    # Nothing of the new campaign arrived yet (its reports were refused): it has no report at all.
-    nothing = summary_since(db, sent_at, 5000001)
-    assert (nothing.reported, nothing.final, nothing.by_status, nothing.failed) == (0, 0, {}, [])
-    # Without the send's time, every stored report of the id counts (the old behaviour, for bare ids).
-    assert summary_since(db, None, 5000001).by_status == {"delivered": 2, "expired": 1}
-
-    # The new campaign's reports: one number the earlier one had, one it did not.
-    later = sent_at + dt.timedelta(seconds=5)
-    store(db, reports_of(5000001, {"33700000001": 12, "33700000009": 3}, later))
-    # A late retry of the earlier campaign's report arrives after the send: dated long before, it is left
-    # out (a final status: were it counted, number 2 would show "not delivered").
-    store(db, reports_of(5000001, {"33700000002": 2}, earlier + dt.timedelta(seconds=2)))
-    flush_all(db, iter([1000] * 10))
-    new = summary_since(db, sent_at, 5000001)
-    assert new.by_status == {"expired": 1, "delivered": 1}
-    assert (new.reported, new.final, new.failed_count, new.failed) == (2, 2, 1, ["33700000001"])
-    # The earlier campaign's three reports and the late retry are not counted, and the summary says so.
-    assert new.left_out == 4
-
-
-def test_a_campaign_with_only_new_reports_is_read_from_its_counts(
-    db: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sent_at = dt.datetime.now(dt.timezone.utc)
-    # Dated 30 s before the send by the service's clock: within the allowance.
+    # Dated 30 s before the send by the service's clock: counted all the same.
     store(db, reports_of(42, {"33700000001": 3, "33700000002": 2}, sent_at - dt.timedelta(seconds=30)))
     flush_all(db, iter([1000] * 10))
     read: list[Any] = []
@@ -405,78 +375,9 @@ def test_a_campaign_with_only_new_reports_is_read_from_its_counts(
         return real_execute(session, statement, *args, **kwargs)
 
     monkeypatch.setattr(type(db.Session()), "execute", recorded)
-    summary = summary_since(db, sent_at, 42)
+    summary = summary_of(db, 42)
     assert summary.by_status == {"delivered": 1, "not delivered": 1}
     assert summary.failed == ["33700000002"]
     # The counts were read, and no statement read the reports themselves.
     assert any("sms_delivery_count" in statement for statement in read)
     assert not any(re.search(r"\bsms_delivery_report\b", statement) for statement in read)
-
-
-def test_reports_dated_well_before_the_send_are_not_counted_even_if_they_arrive_after(db: Any) -> None:
-    sent_at = dt.datetime.now(dt.timezone.utc)
-    store(db, reports_of(43, {"33700000001": 3}, sent_at - dt.timedelta(minutes=5)))
-    store(db, reports_of(43, {"33700000002": 3}, sent_at + dt.timedelta(seconds=1)))
-    flush_all(db, iter([1000] * 10))
-    assert summary_since(db, sent_at, 43).by_status == {"delivered": 1}
-    assert summary_since(db, None, 43).by_status == {"delivered": 2}
-
-
-def test_failed_numbers_of_a_reused_campaign_come_in_pages(db: Any) -> None:
-    earlier = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    store(db, reports_of(44, {f"3364000000{index}": 12 for index in range(5)}, earlier))
-    flush_all(db, iter([1000] * 10))
-    sent_at = dt.datetime.now(dt.timezone.utc)
-    new_numbers = {f"3364000001{index}": 12 for index in range(7)}
-    store(db, reports_of(44, new_numbers, sent_at + dt.timedelta(seconds=1)))
-    flush_all(db, iter([1000] * 10))
-    numbers: list[str] = []
-    after = None
-    while True:
-        page = summary_since(db, sent_at, 44, failed_after=after, failed_limit=3)
-        numbers += page.failed
-        after = page.failed_next
-        if after is None:
-            break
-    assert numbers == sorted(new_numbers)
-    assert page.failed_count == 7
-
-
-def test_a_reused_ids_new_status_counts_even_when_the_earlier_campaigns_report_is_dated_later(
-    db: Any,
-) -> None:
-    # The earlier campaign's final report, stored just before the send, dated 5 s before that.
-    store(db, reports_of(45, {"33700000001": 3}, dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)))
-    flush_all(db, iter([1000] * 10))
-    sent_at = dt.datetime.now(dt.timezone.utc)
-    # The new campaign's reports for the same number arrive after the send, dated 30 s before it by a
-    # service clock that is behind ours (within the minute allowed): first "sent", then "not delivered".
-    store(db, reports_of(45, {"33700000001": 1}, sent_at - dt.timedelta(seconds=40)))
-    flush_all(db, iter([1000] * 10))
-    assert summary_since(db, sent_at, 45).by_status == {"sent": 1}
-    store(db, reports_of(45, {"33700000001": 2}, sent_at - dt.timedelta(seconds=30)))
-    flush_all(db, iter([1000] * 10))
-    summary = summary_since(db, sent_at, 45)
-    assert summary.by_status == {"not delivered": 1}
-    assert (summary.failed, summary.left_out) == (["33700000001"], 1)
-
-
-def test_reused_and_new_campaign_ids_in_one_summary_are_each_counted_their_way(db: Any) -> None:
-    earlier = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    store(db, reports_of(46, {"33700000001": 3, "33700000002": 12}, earlier))
-    flush_all(db, iter([1000] * 10))
-    sent_at = dt.datetime.now(dt.timezone.utc)
-    later = sent_at + dt.timedelta(seconds=1)
-    # A batched send: campaign 46 (an id reused) and 47 (new), each with its own numbers.
-    store(db, reports_of(46, {"33700000003": 12}, later))
-    store(db, reports_of(47, {"33700000004": 3, "33700000005": 12}, later))
-    flush_all(db, iter([1000] * 10))
-    summary = summary_since(db, sent_at, 46, 47)
-    assert summary.by_status == {"expired": 2, "delivered": 1}
-    assert (summary.failed, summary.left_out) == (["33700000003", "33700000005"], 2)
-    # The failed numbers' pages run across both ways of reading.
-    first = summary_since(db, sent_at, 46, 47, failed_limit=1)
-    assert first.failed == ["33700000003"]
-    assert first.failed_next is not None
-    second = summary_since(db, sent_at, 46, 47, failed_limit=1, failed_after=first.failed_next)
-    assert (second.failed, second.failed_next) == (["33700000005"], None)

@@ -34,14 +34,12 @@ from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
 from airflow_provider_sms.hooks.sms import SmsHook
-from airflow_provider_sms.operators.sms import SmsSendOperator
 from airflow_provider_sms.phone_numbers import mask_number
 from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
 from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
 from tests.integration.conftest import clear
-from tests.task_instance import FakeTaskInstance
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -713,101 +711,6 @@ def test_the_trigger_waits_for_the_share_then_yields_the_counts(
     classpath, kwargs = trigger.serialize()
     assert classpath.endswith("SmsDeliveryReportsTrigger")
     assert (kwargs["campaign_ids"], kwargs["deadline"]) == ([777], "2099-01-01T00:00:00+00:00")
-
-
-def test_after_a_sandbox_reset_the_wait_counts_only_the_new_campaign_not_the_reused_ids_old_reports(
-    receiver: ThreadedServer,
-    dlr_sandbox: SandboxServer,
-    fresh_table: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    memory_variables: dict[str, str],
-) -> None:
-    """A user's scenario: a campaign's reports stored; the sandbox reset hands out its ticket again;
-    every report of the new campaign is refused. The wait given the send's result sees nothing of it."""
-    connection_env(monkeypatch, dlr_sandbox, conn_id="sms_dlr", dlr_api_url=receiver.url)
-    numbers = [f"3362000{index:04d}" for index in range(5)]
-    first = SmsHook("sms_dlr").send({"text": "Hello", "pushtype": "alert"}, numbers)
-    wait_until(lambda: len(dlr_sandbox.inspect.delivery_reports()["acknowledged"]) == 5)
-    flushed(fresh_table)
-    dlr_sandbox.inspect.reset()
-    # Every report of the new campaign is refused: the webhook now posts to a connection that refuses them.
-    dlr_sandbox.inspect.set_webhook("1", url=f"{receiver.url}/sms/delivery-reports/sms_nobody")
-    dlr_sandbox.inspect.set_delivery_reports(True, statuses=[3], tries=1)
-    result = SmsSendOperator(
-        task_id="send",
-        sms_conn_id="sms_dlr",
-        message={"text": "Hello again", "pushtype": "alert"},
-        recipients=numbers[:3],
-        on_duplicate="send",
-    ).execute({"ti": FakeTaskInstance(run_id="manual__2030-01-01")})
-    assert result["ticket"] == first.ticket  # the id is reused
-    wait_until(lambda: dlr_sandbox.inspect.delivery_reports()["attempted"] >= 3)
-    wait = SmsDeliveryReportsSensor(
-        task_id="wait",
-        sms_conn_id="sms_dlr",
-        campaign=result,
-        deadline=timedelta(seconds=1),
-        poke_interval=0.2,
-        timeout=30,
-    ).execute({})
-    assert (wait["reported"], wait["final"], wait["by_status"], wait["failed"]) == (0, 0, {}, [])
-    assert (wait["complete"], wait["counted_from"]) == (False, result["sent_at"])
-    # The same ids without the send's time count the earlier campaign (the old behaviour).
-    every_report = SummaryRequest(
-        f"{receiver.url}/sms/delivery-reports/sms_dlr/summary", read_key(TEST_TOKEN), [int(first.ticket)]
-    )
-    assert fetch_summary(every_report).reported == 5
-
-    # The new campaign's reports now arrive: only they are counted, by the sensor and by the trigger.
-    for number in numbers[:3]:
-        assert post(
-            receiver, report(number, 12, campaign_id=int(first.ticket), date=result["sent_at"]), "sms_dlr"
-        ).json() == {"outcome": "recorded"}
-    flushed(fresh_table)
-    counted = SmsDeliveryReportsSensor(
-        task_id="wait", sms_conn_id="sms_dlr", campaign=result, poke_interval=0.2, timeout=30
-    ).execute({})
-    assert (counted["by_status"], counted["failed"], counted["complete"]) == (
-        {"expired": 3},
-        numbers[:3],
-        True,
-    )
-    trigger = SmsDeliveryReportsTrigger(
-        summary_url=f"{receiver.url}/sms/delivery-reports/sms_dlr/summary",
-        campaign_ids=[int(first.ticket)],
-        expected=3,
-        min_final_share=1.0,
-        deadline="2099-01-01T00:00:00+00:00",
-        sent_at=result["sent_at"],
-        sms_conn_id="sms_dlr",
-        poke_interval=0.2,
-    )
-    rebuilt = SmsDeliveryReportsTrigger(**trigger.serialize()[1])
-
-    async def first_event() -> dict[str, Any]:
-        async for event in rebuilt.run():
-            return event.payload
-        raise AssertionError("no event")
-
-    event = asyncio.run(asyncio.wait_for(first_event(), timeout=30))
-    assert event["summary"]["by_status"] == {"expired": 3}
-
-
-@pytest.mark.parametrize(
-    "since",
-    ["2026-11-24T10:00:00", "0001-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00", "9999-12-31T23:59:59-01:00"],
-)
-def test_the_summary_refuses_a_since_without_its_offset_or_out_of_range(
-    receiver: ThreadedServer, since: str
-) -> None:
-    answer = httpx.get(
-        f"{receiver.url}/sms/delivery-reports/sms_default/summary",
-        params={"campaign_id": 777, "since": since},
-        headers={"Authorization": f"Bearer {read_key(TEST_TOKEN)}"},
-        timeout=30,
-    )
-    assert answer.status_code == 422
-    assert "since" in answer.text
 
 
 def wait_until(condition: Any, timeout: float = 30.0) -> None:

@@ -1,4 +1,4 @@
-"""Alembic environment of the delivery-report table, run by ``SmsDeliveryReportsDBManager``."""
+"""Alembic environment of the provider's tables, run by ``SmsProviderDBManager``."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 from airflow import settings
 from alembic import context
 
-from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
+from airflow_provider_sms.db_manager import TABLE_NAMES, SmsProviderDBManager
 
 config = context.config
-target_metadata = SmsDeliveryReportsDBManager.metadata
-TABLE_NAMES = {table.name for table in target_metadata.tables.values()}
+target_metadata = SmsProviderDBManager.metadata
 
 
 def include_object(_object: Any, name: str | None, type_: str, *_args: Any) -> bool:
@@ -24,7 +23,7 @@ def include_object(_object: Any, name: str | None, type_: str, *_args: Any) -> b
 OPTIONS: dict[str, Any] = {
     "target_metadata": target_metadata,
     "render_as_batch": True,
-    "version_table": SmsDeliveryReportsDBManager.version_table_name,
+    "version_table": SmsProviderDBManager.version_table_name,
     "include_object": include_object,
 }
 
