@@ -46,7 +46,7 @@ def get_provider_info() -> dict[str, Any]:
         "plugins": [
             {
                 "name": "sms_delivery_reports",
-                "plugin-class": "airflow_provider_sms.delivery_reports.plugin.SmsDeliveryReportsPlugin",
+                "plugin-class": "airflow_provider_sms.api_server.plugin.SmsApiServerPlugin",
             }
         ],
         # The provider's tables, made by `airflow db migrate` (Airflow 3.2 and later read this key;

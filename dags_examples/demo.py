@@ -202,7 +202,7 @@ def delivery_receiver(env: Mapping[str, str]) -> Iterator[str]:
     os.environ.update(env)
     from fastapi import FastAPI
 
-    from airflow_provider_sms.delivery_reports.receiver import build_app
+    from airflow_provider_sms.api_server.app import build_app
     from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
     from airflow_provider_sms.sandbox.server import ThreadedServer
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_provider_sms.delivery_reports.connections import Refusal
+from airflow_provider_sms.api_server.refusal import Refusal
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping

@@ -28,10 +28,10 @@ from pydantic import AwareDatetime
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.campaigns import queries
 from airflow_provider_sms.campaigns.access import Scope, Viewer, viewer_of
 from airflow_provider_sms.campaigns.resources import CampaignDetail, FailedNumbers
-from airflow_provider_sms.delivery_reports.connections import RETRY_AFTER_SECONDS, Refusal
 from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORT_ID_MAX, UnknownPosition
 from airflow_provider_sms.models import (
     CAMPAIGN_ID_MAX,
@@ -76,11 +76,9 @@ async def read(work: Callable[..., T], *args: Any) -> T:
     try:
         return await run_in_threadpool(in_session)
     except SQLAlchemyError:
-        raise Refusal(
-            503,
+        raise try_later(
             "the campaigns cannot be read now (the database is unreachable or busy, or not migrated with "
-            "`airflow db migrate`); try again later",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            "`airflow db migrate`); try again later"
         ) from None
 
 

@@ -52,7 +52,7 @@ class ReceiverAccess:
     def of(cls, hook: SmsHook) -> ReceiverAccess:
         """The access of ``hook``'s connection (read through the hook, as a task reads connections)."""
         from airflow_provider_sms.delivery_reports.settings import read_key
-        from airflow_provider_sms.hooks._transport import connection_extra
+        from airflow_provider_sms.hooks.sms import connection_extra
 
         extra = connection_extra(hook.get_connection(hook.sms_conn_id), conn_id=hook.sms_conn_id)
         return cls(hook.sms_conn_id, extra, read_key(hook.settings.token))

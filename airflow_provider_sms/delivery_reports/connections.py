@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from airflow.models.base import ID_LEN
 
+from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.delivery_reports.settings import ReceiverSettings, receiver_settings
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.hooks._transport import connection_extra, connection_settings
-from airflow_provider_sms.hooks.sms import SmsHook
+from airflow_provider_sms.hooks.sms import SmsHook, connection_extra, connection_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,27 +42,8 @@ SIGNATURE_RECHECK_INTERVAL = 30.0
 # The names found not to receive reports that are kept (each CONNECTION_TTL): made-up names cost a
 # secrets-backend lookup once per TTL each, and no more memory than this many.
 REFUSED_NAMES_KEPT = 4096
-# How long the service is asked to wait before posting again a report the receiver could not take now.
-RETRY_AFTER_SECONDS = 30
 # The answer for every name that receives no reports, whatever the reason.
 NOT_RECEIVING = "no delivery reports are received under this name (the API server's log says why)"
-
-
-class Refusal(Exception):
-    """A call the receiver answers with ``status`` and ``detail``, having stored nothing.
-
-    :param reason: what the log and the refusal counts say, when the caller must not be told
-        (default: ``detail``).
-    """
-
-    def __init__(
-        self, status: int, detail: str, *, headers: dict[str, str] | None = None, reason: str | None = None
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = headers
-        self.reason = reason or detail
 
 
 def _lookup(conn_id: str) -> Any:
@@ -98,11 +79,8 @@ def _stored_in_database(conn_id: str) -> bool:
 def connections_unreadable() -> Refusal:
     """The 503 for a call whose connection cannot be read now: the same for every name (it tells nothing
     about which connections exist), and not kept: the next call looks again."""
-    return Refusal(
-        503,
-        "the receiver cannot read its connections now (the metadata database is unreachable); "
-        "try again later",
-        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    return try_later(
+        "the receiver cannot read its connections now (the metadata database is unreachable); try again later"
     )
 
 

@@ -24,46 +24,40 @@ event, for ``reports_from_events``. Both take the key derived from the connectio
 (``check_reader``): a call without that key gets one 401, whatever the name, before its parameters are
 read. Their URLs hold no telephone number: the failed numbers are paged by opaque positions.
 
-Plugin apps get no Airflow authentication: these checks are the only gate.
+Plugin apps get no Airflow authentication: these checks are the only gate. The app that serves these
+routes is put together in :mod:`airflow_provider_sms.api_server.app`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
-import time
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
-from airflow_provider_sms.campaigns.api import router as campaigns_router
-from airflow_provider_sms.campaigns.indexer import run_indexer
-from airflow_provider_sms.campaigns.pages import UI_PREFIX as CAMPAIGNS_UI_PREFIX
-from airflow_provider_sms.campaigns.pages import router as campaign_pages
+from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, tables_missing
+from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
-    RETRY_AFTER_SECONDS,
     Connections,
     ReceivingConnection,
-    Refusal,
     require_settings,
     signature_matches,
 )
-from airflow_provider_sms.delivery_reports.flusher import Flusher, default_limits
-from airflow_provider_sms.delivery_reports.ingest import GroupCommit, ReportWriter, StoreFailed
-from airflow_provider_sms.delivery_reports.refusals import RefusalCounter
+from airflow_provider_sms.delivery_reports.ingest import GroupCommit, StoreFailed
 from airflow_provider_sms.delivery_reports.settings import (
+    BATCH_PATH,
+    RECEIVER_PATH,
     SIGNATURE_HEADER,
+    SUMMARY_PATH,
     ReceiverSettings,
     read_key,
 )
@@ -79,8 +73,9 @@ from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.models import CAMPAIGN_ID_MAX
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import Iterator
 
+    from airflow_provider_sms.delivery_reports.refusals import RefusalCounter
     from airflow_provider_sms.models import DeliveryReport
 
 CampaignId = Annotated[int, Field(ge=1, le=CAMPAIGN_ID_MAX)]
@@ -93,24 +88,6 @@ MAX_CAMPAIGNS_PER_SUMMARY = 1000
 READER_REFUSED = (
     "the summary and the batches need the key derived from the access token of the connection named"
 )
-# How long _health trusts its last look at the tables: probes come often, and it must stay cheap.
-HEALTH_TTL = 5.0
-# Reports stored in one commit at most (``[sms] delivery_report_group_commit``; 1: each call alone).
-DEFAULT_GROUP_COMMIT = 500
-MIGRATE_HINT = (
-    "the delivery-report tables are missing from Airflow's metadata database: run `airflow db migrate` "
-    "with the provider installed (see the Delivery reports page)"
-)
-
-
-def tables_missing(exc: BaseException) -> bool:
-    """Whether a database error says a table is not there (PostgreSQL, MySQL, SQLite)."""
-    from sqlalchemy.exc import OperationalError, ProgrammingError
-
-    text = str(exc).lower()
-    return isinstance(exc, (ProgrammingError, OperationalError)) and (
-        "no such table" in text or "does not exist" in text or "doesn't exist" in text
-    )
 
 
 def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
@@ -121,11 +98,7 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
         return Refusal(500, MIGRATE_HINT)
     # The failed numbers' statements have numbers for parameters: the parameters are left out.
     log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, without_parameters(exc))
-    return Refusal(
-        503,
-        f"the {what} cannot be read now (the database is unreachable or busy); try again later",
-        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-    )
+    return try_later(f"the {what} cannot be read now (the database is unreachable or busy); try again later")
 
 
 def read_summary(
@@ -170,48 +143,6 @@ def read_batch(conn_id: str, batch: int, after_id: int, limit: int) -> bytes:
     with create_session(scoped=False) as session:
         page = batch_page(session, conn_id, batch, after_id=after_id, limit=limit)
     return encode_batch_page(page)
-
-
-class TablesCheck:
-    """Whether the tables are there, looked at most every :data:`HEALTH_TTL` seconds."""
-
-    def __init__(self) -> None:
-        self._answer: tuple[int, dict[str, str]] | None = None
-        self._checked_at = 0.0
-
-    def fresh(self) -> tuple[int, dict[str, str]] | None:
-        """The last answer, if it is recent enough (no I/O: the common case needs no thread)."""
-        if self._answer is None or time.monotonic() - self._checked_at >= HEALTH_TTL:
-            return None
-        return self._answer
-
-    def answer(self) -> tuple[int, dict[str, str]]:
-        """(HTTP status, body) of the health probe, looking at the database when the last look is old."""
-        answer = self.fresh()
-        if answer is None:
-            answer = self._answer = self._check()
-            self._checked_at = time.monotonic()
-        return answer
-
-    @staticmethod
-    def _check() -> tuple[int, dict[str, str]]:
-        from airflow.utils.session import create_session
-        from sqlalchemy import select
-
-        from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
-
-        metadata = SmsDeliveryReportsDBManager.metadata
-
-        try:
-            with create_session(scoped=False) as session:
-                for table in metadata.tables.values():
-                    session.execute(select(*table.primary_key.columns).limit(1))
-        except Exception as exc:
-            if tables_missing(exc):
-                return 503, {"status": "unhealthy", "detail": MIGRATE_HINT}
-            log.error("Delivery reports: the health probe cannot reach the database: %s", exc)
-            return 503, {"status": "unhealthy", "detail": "the metadata database is unreachable"}
-        return 200, {"status": "healthy"}
 
 
 # The steps of ``receive``, in the order it takes them (the module's docstring lists them).
@@ -312,11 +243,7 @@ async def check_signature(connections: Connections, receiving: ReceivingConnecti
             receiving.hook.sms_conn_id,
             exc,
         )
-        raise Refusal(
-            503,
-            "the webhook's signature could not be read; try again later",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        ) from None
+        raise try_later("the webhook's signature could not be read; try again later") from None
     if not matches:
         raise Refusal(403, f"the {SIGNATURE_HEADER} header does not match the webhook's signature")
 
@@ -353,11 +280,7 @@ async def store(writer: GroupCommit, conn_id: str, report: DeliveryReport) -> bo
     try:
         return await writer.store(conn_id, report)
     except StoreFailed:
-        raise Refusal(
-            503,
-            "the report could not be stored; try again later",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        ) from None
+        raise try_later("the report could not be stored; try again later") from None
 
 
 def bearer(request: Request) -> str:
@@ -395,26 +318,6 @@ async def check_reader(connections: Connections, request: Request, conn_id: str)
     require_settings(receiving, conn_id)
 
 
-async def refused(request: Request, exc: Refusal) -> Response:
-    """Answer a refusal ``{"detail": ...}`` with its status, and log it with the caller's address."""
-    conn_id = request.path_params.get("conn_id")
-    caller = request.client.host if request.client else None
-    # The name is the caller's: quoted, so that no character of it can start a line of its own.
-    where = f"Delivery reports for {conn_id!r}" if conn_id is not None else "Campaigns API"
-    log.warning("%s: refused a call from %s: %s", where, caller, exc.reason)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
-
-
-async def invalid_call(request: Request, exc: RequestValidationError) -> Response:
-    """422 naming each parameter refused and its rule, as FastAPI answers it but without the value given,
-    which could be a telephone number (e.g. where a position is due): it is neither answered nor logged."""
-    errors = [{"type": one["type"], "loc": list(one["loc"]), "msg": one["msg"]} for one in exc.errors()]
-    caller = request.client.host if request.client else None
-    named = "; ".join(f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in errors)
-    log.warning("SMS provider: refused a call to %s from %s: %s", request.url.path, caller, named)
-    return JSONResponse({"detail": errors}, status_code=422)
-
-
 @contextmanager
 def counted(refusals: RefusalCounter, conn_id: str, reason: str) -> Iterator[None]:
     """Count a refusal raised in the block for ``conn_id`` under ``reason``, then let it go on."""
@@ -425,81 +328,18 @@ def counted(refusals: RefusalCounter, conn_id: str, reason: str) -> Iterator[Non
         raise
 
 
-def group_commit_rows() -> int:
-    """``[sms] delivery_report_group_commit``: the most reports one commit stores (1: no grouping)."""
-    from airflow.configuration import conf
+def delivery_reports_router(
+    connections: Connections, writer: GroupCommit, refusals: RefusalCounter
+) -> APIRouter:
+    """The receiver's routes: the service's reports in, the summary and the batches out.
 
-    return max(1, conf.getint("sms", "delivery_report_group_commit", fallback=DEFAULT_GROUP_COMMIT))
-
-
-def build_app(connections: Connections | None = None, *, group_commit: int | None = None) -> FastAPI:
-    """The receiver's app, mounted by the plugin under ``/sms`` on the API server.
-
-    Its lifespan (which Airflow's API server runs for mounted apps) runs the flusher and the campaign
-    indexer (:mod:`airflow_provider_sms.campaigns.indexer`).
-
-    :param connections: where connections are read (a fresh :class:`Connections` when None).
-    :param group_commit: the most reports in one commit (``[sms] delivery_report_group_commit`` when None).
+    :param connections: where connections are read.
+    :param writer: the group commit the calls share.
+    :param refusals: where refused calls are counted, per connection and reason.
     """
-    connections = connections or Connections()
-    refusals = RefusalCounter()
-    report_writer = ReportWriter()
-    writer = GroupCommit(
-        report_writer,
-        group_commit if group_commit is not None else group_commit_rows(),
-    )
-    tables = TablesCheck()
+    router = APIRouter()
 
-    def limits(conn_id: str) -> tuple[int, float]:
-        # On the flusher's timer: a quiet lookup (why a name receives nothing is logged by calls for it).
-        try:
-            settings = connections.settings(conn_id)
-        except Refusal:
-            settings = None
-        if settings is None:
-            return default_limits(conn_id)
-        return settings.event_max_reports, settings.event_interval
-
-    flusher = Flusher(limits, refusals)
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        tasks = [
-            asyncio.create_task(flusher.run(), name="sms delivery-report flusher"),
-            asyncio.create_task(run_indexer(), name="sms campaign indexer"),
-        ]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with suppress(asyncio.CancelledError):
-                    await task
-            report_writer.close()
-
-    app = FastAPI(
-        title="SMS delivery reports",
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-        exception_handlers={Refusal: refused, RequestValidationError: invalid_call},
-        lifespan=lifespan,
-    )
-    app.state.flusher = flusher
-    app.include_router(campaigns_router, prefix=CAMPAIGNS_API_PREFIX)
-    app.include_router(campaign_pages, prefix=CAMPAIGNS_UI_PREFIX)
-
-    @app.get("/delivery-reports/_health")
-    async def health() -> Response:
-        # For load balancers and probes: no connection, nothing a caller can learn but the tables' state.
-        answer = tables.fresh()
-        if answer is None:
-            answer = await run_in_threadpool(tables.answer)
-        status, body = answer
-        return JSONResponse(body, status_code=status)
-
-    @app.post("/delivery-reports/{conn_id}")
+    @router.post(RECEIVER_PATH)
     async def receive(conn_id: str, request: Request) -> Response:
         receiving, settings = await check_connection(connections, conn_id)
         with counted(refusals, conn_id, "caller_not_allowed"):
@@ -525,7 +365,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         # so a call without the right key gets the 401 whatever else it says.
         await check_reader(connections, request, conn_id)
 
-    @app.get("/delivery-reports/{conn_id}/summary", dependencies=[Depends(reader)])
+    @router.get(SUMMARY_PATH, dependencies=[Depends(reader)])
     async def summary(
         conn_id: str,
         campaign_id: Annotated[list[CampaignId], Query(min_length=1, max_length=MAX_CAMPAIGNS_PER_SUMMARY)],
@@ -541,7 +381,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             raise database_refusal(exc, conn_id, "summary") from None
         return Response(body, media_type="application/json")
 
-    @app.get("/delivery-reports/{conn_id}/batches/{batch}", dependencies=[Depends(reader)])
+    @router.get(BATCH_PATH, dependencies=[Depends(reader)])
     async def batch_page(
         conn_id: str,
         batch: Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)],
@@ -554,4 +394,4 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
             raise database_refusal(exc, conn_id, "batch's reports") from None
         return Response(body, media_type="application/json")
 
-    return app
+    return router

@@ -16,10 +16,10 @@ import httpx
 import pytest
 from sqlalchemy import delete, select
 
+from airflow_provider_sms.api_server.app import build_app
 from airflow_provider_sms.campaigns import indexer
 from airflow_provider_sms.campaigns.api import API_PREFIX
 from airflow_provider_sms.campaigns.tables import campaign_table
-from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
 from airflow_provider_sms.sandbox.server import ThreadedServer
 from tests.campaign_records import dag_rows, sms_connections, xcom_row

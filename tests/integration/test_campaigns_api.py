@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from airflow_provider_sms.api_server.app import build_app
 from airflow_provider_sms.campaigns import indexer
 from airflow_provider_sms.campaigns.api import API_PREFIX
 from airflow_provider_sms.delivery_reports.batches import flush_batch
-from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.retention import mark_pruned
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports

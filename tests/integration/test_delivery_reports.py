@@ -24,12 +24,14 @@ from airflow.api_fastapi.app import lifespan as airflow_lifespan
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
+from airflow_provider_sms.api_server import app as app_module
+from airflow_provider_sms.api_server import refusal as refusal_module
+from airflow_provider_sms.api_server.app import build_app
 from airflow_provider_sms.delivery_reports import connections as connections_module
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
 from airflow_provider_sms.delivery_reports import flusher as flusher_module
 from airflow_provider_sms.delivery_reports import receiver as receiver_module
 from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
-from airflow_provider_sms.delivery_reports.receiver import build_app
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
@@ -309,7 +311,7 @@ def test_callers_outside_the_allowlist_get_the_404_of_a_made_up_name_even_with_a
     # Only the service's two documented addresses: 127.0.0.1 is not one of them.
     connection_env(monkeypatch, sms_sandbox, conn_id="service_only", dlr_allowed_callers=[])
     forged = {**HEADERS, "X-Forwarded-For": "51.159.7.123", "Forwarded": "for=51.159.7.123"}
-    with caplog.at_level("WARNING", logger="airflow_provider_sms.delivery_reports.receiver"):
+    with caplog.at_level("WARNING", logger=refusal_module.__name__):
         answer = post(receiver, report(), conn_id="service_only", headers=forged)
     made_up = post(receiver, report(), conn_id="made_up_name", headers=forged)
     # The caller cannot tell a connection it may not call from a name that does not exist ...
@@ -558,7 +560,7 @@ def test_a_failed_after_this_server_did_not_give_is_422_naming_it_and_no_500(
         another_connections,
     ]
 
-    with caplog.at_level(logging.WARNING, logger=receiver_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=refusal_module.__name__):
         answers = [failed_page(receiver, 4747, 1, after) for after in hostile]
 
     assert [answer.status_code for answer in answers] == [422] * len(hostile)
@@ -566,7 +568,7 @@ def test_a_failed_after_this_server_did_not_give_is_422_naming_it_and_no_500(
     assert "not a position this server gave" in answers[-1].json()["detail"]
     # The number given where a position is due is neither answered back nor logged.
     assert not any("33647000001" in answer.text for answer in answers)
-    refusals = [r.getMessage() for r in caplog.records if r.name == receiver_module.__name__]
+    refusals = [r.getMessage() for r in caplog.records if r.name == refusal_module.__name__]
     assert sum("failed_after" in refusal for refusal in refusals) == len(hostile)
     assert not any("33647000001" in refusal for refusal in refusals)
 
@@ -780,7 +782,7 @@ def test_the_health_probe_answers_without_a_connection(receiver: ThreadedServer)
 def test_missing_tables_make_the_probe_unhealthy_and_the_summary_name_the_fix(
     receiver: ThreadedServer, fresh_table: Any, monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer
 ) -> None:
-    monkeypatch.setattr(receiver_module, "HEALTH_TTL", 0.0)
+    monkeypatch.setattr(app_module, "HEALTH_TTL", 0.0)
     with fresh_table.engine.begin() as connection:
         connection.execute(text("ALTER TABLE sms_delivery_count RENAME TO sms_delivery_count_away"))
     connection_env(monkeypatch, sms_sandbox, dlr_api_url=receiver.url)

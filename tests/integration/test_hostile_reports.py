@@ -28,6 +28,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from airflow_provider_sms.api_server.app import build_app
 from airflow_provider_sms.delivery_reports import flusher as flusher_module
 from airflow_provider_sms.delivery_reports.connections import (
     CONNECTION_TTL,
@@ -35,7 +36,7 @@ from airflow_provider_sms.delivery_reports.connections import (
     SIGNATURE_TTL,
     Connections,
 )
-from airflow_provider_sms.delivery_reports.receiver import READER_REFUSED, build_app
+from airflow_provider_sms.delivery_reports.receiver import READER_REFUSED
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.models import MESSAGE_ID_MAX_LENGTH
 from airflow_provider_sms.sandbox.server import ThreadedServer
@@ -201,7 +202,7 @@ def test_an_ipv4_caller_seen_through_a_dual_stack_socket_is_its_ipv4_address(
     headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": "sb-sig-1"}
 
     allowed = httpx.post(f"{url}/sms_default", json=report(), headers=headers, timeout=30)
-    with caplog.at_level("WARNING", logger="airflow_provider_sms.delivery_reports.receiver"):
+    with caplog.at_level("WARNING", logger="airflow_provider_sms.api_server.refusal"):
         refused = httpx.post(f"{url}/sms_service_only", json=report(status=2), headers=headers, timeout=30)
 
     # 127.0.0.1 is allowed for sms_default, and the server saw the caller as ::ffff:127.0.0.1.

@@ -62,9 +62,9 @@ def test_a_task_that_sent_links_to_its_campaign_inside_airflows_ui(requests_mock
 
 
 def test_the_route_is_the_plugins_nav_view() -> None:
-    from airflow_provider_sms.delivery_reports.plugin import SmsDeliveryReportsPlugin
+    from airflow_provider_sms.api_server.plugin import SmsApiServerPlugin
 
-    (nav,) = [view for view in SmsDeliveryReportsPlugin().external_views if view["destination"] == "nav"]
+    (nav,) = [view for view in SmsApiServerPlugin().external_views if view["destination"] == "nav"]
     assert nav["url_route"] == link.CAMPAIGNS_ROUTE
 
 

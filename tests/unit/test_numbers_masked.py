@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airflow_provider_sms import codec
 from airflow_provider_sms._validation import build
+from airflow_provider_sms.api_server import refusal as refusal_module
 from airflow_provider_sms.delivery_reports import receiver as receiver_module
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, StoreFailed
 from airflow_provider_sms.delivery_reports.refusals import RefusalCounter
@@ -219,12 +220,12 @@ def test_a_refused_delivery_report_quotes_its_destination_masked(body: Any, show
 
 
 def test_the_receivers_refusal_log_line_quotes_the_number_masked(caplog: pytest.LogCaptureFixture) -> None:
-    """decode_report's refusal, as the receiver's handler logs it (receiver.refused)."""
+    """decode_report's refusal, as the app's handler logs it (refusal.refused)."""
     import json
 
     from starlette.requests import Request
 
-    with pytest.raises(receiver_module.Refusal) as info:
+    with pytest.raises(refusal_module.Refusal) as info:
         receiver_module.decode_report(json.dumps({"destination": NUMBER, "status": 3}).encode())
     scope = {
         "type": "http",
@@ -234,8 +235,8 @@ def test_the_receivers_refusal_log_line_quotes_the_number_masked(caplog: pytest.
         "headers": [],
         "client": ("10.0.0.7", 4242),
     }
-    with caplog.at_level(logging.WARNING, logger=receiver_module.__name__):
-        answer = asyncio.run(receiver_module.refused(Request(scope), info.value))
+    with caplog.at_level(logging.WARNING, logger=refusal_module.__name__):
+        answer = asyncio.run(refusal_module.refused(Request(scope), info.value))
 
     assert answer.status_code == 422
     (line,) = [record.getMessage() for record in caplog.records if "refused a call" in record.getMessage()]

@@ -18,6 +18,7 @@ import pytest
 from airflow.models.connection import Connection
 from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
+from airflow_provider_sms.api_server.refusal import Refusal
 from airflow_provider_sms.delivery_reports import connections as connections_module
 from airflow_provider_sms.delivery_reports.connections import (
     CONNECTION_TTL,
@@ -25,7 +26,6 @@ from airflow_provider_sms.delivery_reports.connections import (
     REFUSED_NAMES_KEPT,
     SIGNATURE_TTL,
     Connections,
-    Refusal,
     require_settings,
 )
 from airflow_provider_sms.hooks.sms import SmsHook
@@ -320,8 +320,8 @@ def test_a_connection_read_again_with_another_token_or_webhook_reads_the_signatu
 def test_the_flushers_lookups_log_nothing_and_a_call_says_why_it_is_refused_once_per_lookup(
     secrets: Secrets, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from airflow_provider_sms.api_server.app import build_app
     from airflow_provider_sms.delivery_reports.flusher import default_limits
-    from airflow_provider_sms.delivery_reports.receiver import build_app
 
     caplog.set_level("WARNING", logger=connections_module.__name__)
     clock = Clock()

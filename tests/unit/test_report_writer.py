@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import create_engine, event, func, select
 
+from airflow_provider_sms.api_server.refusal import Refusal
 from airflow_provider_sms.delivery_reports import ingest
-from airflow_provider_sms.delivery_reports.connections import Refusal
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, ReportWriter
 from airflow_provider_sms.delivery_reports.receiver import store
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table, metadata
