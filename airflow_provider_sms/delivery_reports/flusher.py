@@ -1,4 +1,4 @@
-"""The flusher: runs in each API server (the receiver app's lifespan) and turns stored reports into
+"""The flusher: runs in each API server (the provider's app's lifespan) and turns stored reports into
 asset events of up to ``dlr_event_max_reports`` reports, at most ``dlr_event_interval`` seconds after
 they arrived, keeping the campaigns' counts on the way (:mod:`.batches`). Not public API.
 

@@ -1,0 +1,39 @@
+"""The provider's app on the API server: one plugin, under the name and paths users know, serving both
+routers and the health probe, with one refusal type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_provider_sms.api_server.app import build_app
+from airflow_provider_sms.api_server.plugin import SmsApiServerPlugin
+from airflow_provider_sms.api_server.refusal import Refusal
+from airflow_provider_sms.delivery_reports.connections import Connections
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def test_the_plugin_keeps_its_registered_name_and_its_first_dotted_path() -> None:
+    from airflow_provider_sms.delivery_reports.plugin import SmsDeliveryReportsPlugin
+
+    assert SmsDeliveryReportsPlugin is SmsApiServerPlugin
+    assert SmsApiServerPlugin.name == "sms_delivery_reports"
+    # The airflow.plugins entry point: the same name, the class where it is defined.
+    entry_point = 'sms_delivery_reports = "airflow_provider_sms.api_server.plugin:SmsApiServerPlugin"'
+    assert entry_point in PYPROJECT.read_text().splitlines()
+
+
+def test_the_app_serves_the_receiver_the_campaigns_and_the_health_probe_and_answers_refusals() -> None:
+    app = build_app(Connections(), group_commit=1)
+    paths = {getattr(route, "path", None) for route in app.routes}
+
+    assert {
+        "/delivery-reports/_health",
+        "/delivery-reports/{conn_id}",
+        "/delivery-reports/{conn_id}/summary",
+        "/delivery-reports/{conn_id}/batches/{batch}",
+        "/campaigns/api/v1/campaigns",
+        "/campaigns/api/v1/campaigns/{campaign}",
+        "/campaigns/ui/",
+    } <= paths
+    assert Refusal in app.exception_handlers
