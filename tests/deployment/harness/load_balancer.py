@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.deployment.harness.relay import pass_on, read_body, write_answer
 from tests.deployment.harness.waiting import DeploymentError
 
 # A client connection idle this long is closed; an API server that takes this long to answer is a 502.
@@ -78,32 +79,22 @@ class RoundRobinProxy:
                 if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                     self._answer(411, b"the load balancer needs a Content-Length", [])
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = read_body(self)
                 backend = proxy._next_backend()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host"}}
-                upstream = http.client.HTTPConnection("127.0.0.1", backend.port, timeout=BACKEND_TIMEOUT)
                 try:
-                    upstream.request(self.command, self.path, body=body or None, headers=headers)
-                    answer = upstream.getresponse()
-                    payload = answer.read()
+                    status, answer_headers, payload = pass_on(
+                        backend.port, BACKEND_TIMEOUT, self.command, self.path, body, headers
+                    )
                 except (OSError, http.client.HTTPException):
                     proxy._count(backend, None)
                     self._answer(502, b"the API server did not answer", [])
                     return
-                finally:
-                    upstream.close()
-                proxy._count(backend, answer.status)
-                self._answer(answer.status, payload, answer.getheaders())
+                proxy._count(backend, status)
+                self._answer(status, payload, answer_headers)
 
             def _answer(self, status: int, payload: bytes, headers: list[tuple[str, str]]) -> None:
-                self.send_response(status)
-                for key, value in headers:
-                    if key.lower() not in HOP_BY_HOP:
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                write_answer(self, status, payload, headers, leave_out=HOP_BY_HOP)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 

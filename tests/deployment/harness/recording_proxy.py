@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import http.server
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests.deployment.harness.relay import pass_on, read_body, write_answer
 from tests.deployment.harness.waiting import DeploymentError
 
 # Longest time a held request waits to be dropped (a test that forgot it must not hang a worker).
 HOLD_LIMIT = 300.0
+# Longest wait for the server's answer to a forwarded request.
+UPSTREAM_TIMEOUT = 60.0
+# Headers of an answer not passed on (Content-Length is set again by the proxy).
+LEFT_OUT = frozenset({"transfer-encoding", "connection", "content-length"})
 # (method, path, body) of a request; says whether a hold wants it.
 RequestMatch = Callable[[str, str, bytes], bool]
 
@@ -61,8 +65,7 @@ class RecordingProxy:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = read_body(self)
                 held = proxy._take_hold(self.command, self.path, body)
                 if held is not None:
                     held.dropped.wait(HOLD_LIMIT)
@@ -70,21 +73,11 @@ class RecordingProxy:
                         self.send_error(503, "held back by the test and dropped")
                     return
                 proxy.requests.append((self.command, self.path))
-                upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
-                try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                    upstream.request(self.command, self.path, body=body or None, headers=headers)
-                    answer = upstream.getresponse()
-                    payload = answer.read()
-                finally:
-                    upstream.close()
-                self.send_response(answer.status)
-                for key, value in answer.getheaders():
-                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                status, answer_headers, payload = pass_on(
+                    target_port, UPSTREAM_TIMEOUT, self.command, self.path, body, headers
+                )
+                write_answer(self, status, payload, answer_headers, leave_out=LEFT_OUT)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
