@@ -38,7 +38,7 @@ class SmsProviderDBManager(BaseDBManager):
     version_table_name = "alembic_version_sms_delivery_reports"
     migration_dir = MIGRATIONS.as_posix()
     alembic_file = (MIGRATIONS / "alembic.ini").as_posix()
-    # Each provider version and the revision its tables stand at (``airflow db migrate --to-version``).
+    # Each provider version and the revision its tables stand at.
     revision_heads_map = {"0.1.0": "71acd0083919"}
     # `airflow db reset` drops the tables with Airflow's own.
     supports_table_dropping = True
