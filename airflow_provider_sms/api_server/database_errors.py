@@ -4,10 +4,18 @@ which waiting does not cure. Not public API.
 
 from __future__ import annotations
 
+from airflow_provider_sms.db_manager import registration_hint
+
 MIGRATE_HINT = (
     "the delivery-report tables are missing from Airflow's metadata database: run `airflow db migrate` "
     "with the provider installed (see the Delivery reports page)"
 )
+
+
+def migrate_hint() -> str:
+    """What to do about the missing tables: :data:`MIGRATE_HINT`, and, where Airflow would not run the
+    provider's DB manager (3.0 and 3.1 without it in ``[database] external_db_managers``), what to set."""
+    return MIGRATE_HINT + registration_hint()
 
 
 def tables_missing(exc: BaseException) -> bool:

@@ -88,3 +88,16 @@ def test_the_hint_says_what_to_set_when_airflow_would_not_run_the_manager(
         "Airflow component, then run `airflow db migrate`"
     )
     assert registration_hint() == (expected if hint else "")
+
+
+def test_the_api_servers_answer_on_missing_tables_ends_with_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import airflow
+
+    from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, migrate_hint
+
+    monkeypatch.setattr(airflow, "__version__", "3.1.3")
+    monkeypatch.setenv("AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS", "")
+    assert migrate_hint() == MIGRATE_HINT + registration_hint()
+    assert migrate_hint().startswith(f"{MIGRATE_HINT}; Airflow 3.1.3 migrates them only when")
