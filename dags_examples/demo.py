@@ -49,7 +49,7 @@ OUTPUT_TAIL = 4000
 # The statuses the sandbox's delivery reports carry, number after number, and how long to wait for them.
 DLR_STATUSES = (3, 3, 3, 2, 3, 12)
 DLR_WAIT = 30.0
-DB_MANAGER = "airflow_provider_sms.delivery_reports.db.SmsDeliveryReportsDBManager"
+DB_MANAGER = "airflow_provider_sms.db_manager.SmsProviderDBManager"
 
 
 def airflow_env(home: Path, dags_folder: Path, **extra: str) -> dict[str, str]:
@@ -64,7 +64,7 @@ def airflow_env(home: Path, dags_folder: Path, **extra: str) -> dict[str, str]:
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder),
-        # The delivery-report table: Airflow 3.2 and later find its DB manager by themselves.
+        # The provider's tables: Airflow 3.2 and later find its DB manager by themselves.
         AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS=DB_MANAGER,
         **extra,
     )
