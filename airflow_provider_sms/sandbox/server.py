@@ -109,7 +109,8 @@ class InspectionClient:
     def set_next_ticket(self, ticket: int) -> None:
         """Number the next campaign ``ticket`` (and on from there) until the next reset.
 
-        :param ticket: the next campaign's ticket (a reset goes back to 5000001).
+        :param ticket: the next campaign's ticket (after a reset, tickets come from the clock again, past
+            every one handed out).
         """
         self._call("POST", "/tickets", {"next": ticket})
 
