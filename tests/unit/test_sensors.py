@@ -532,9 +532,7 @@ def test_in_reschedule_mode_the_deadline_counts_from_the_first_poke(monkeypatch)
     assert sensor._deadline_at == pendulum.datetime(2026, 11, 25, 14, tz="UTC")
 
 
-def test_the_delivery_wait_hands_the_sends_time_to_its_trigger(
-    monkeypatch, requests_mock
-):
+def test_the_delivery_wait_hands_the_sends_time_to_its_trigger(monkeypatch, requests_mock):
     from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor
     from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
 
