@@ -29,6 +29,7 @@ from airflow_provider_sms.campaigns.api import router as campaigns_api
 from airflow_provider_sms.campaigns.indexer import run_indexer
 from airflow_provider_sms.campaigns.pages import UI_PREFIX as CAMPAIGNS_UI_PREFIX
 from airflow_provider_sms.campaigns.pages import router as campaign_pages
+from airflow_provider_sms.db_manager import registration_hint
 from airflow_provider_sms.delivery_reports.connections import Connections
 from airflow_provider_sms.delivery_reports.flusher import Flusher, default_limits
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, ReportWriter
@@ -96,6 +97,14 @@ def group_commit_rows() -> int:
     return max(1, conf.getint("sms", "delivery_report_group_commit", fallback=DEFAULT_GROUP_COMMIT))
 
 
+def warn_if_not_migrated() -> None:
+    """Say once, when the API server starts, that ``airflow db migrate`` will not make the provider's
+    tables (Airflow 3.0 and 3.1 without the DB manager in ``[database] external_db_managers``)."""
+    hint = registration_hint()
+    if hint:
+        log.warning("SMS provider: its tables are made by its own DB manager%s", hint)
+
+
 def build_app(connections: Connections | None = None, *, group_commit: int | None = None) -> FastAPI:
     """The provider's app, mounted by the plugin under ``/sms`` on the API server.
 
@@ -125,6 +134,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        warn_if_not_migrated()
         tasks = [
             asyncio.create_task(flusher.run(), name="sms delivery-report flusher"),
             asyncio.create_task(run_indexer(), name="sms campaign indexer"),

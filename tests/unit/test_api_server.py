@@ -3,11 +3,15 @@ routers and the health probe, with one refusal type."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from airflow_provider_sms.api_server.app import build_app
+import pytest
+
+from airflow_provider_sms.api_server.app import build_app, warn_if_not_migrated
 from airflow_provider_sms.api_server.plugin import SmsApiServerPlugin
 from airflow_provider_sms.api_server.refusal import Refusal
+from airflow_provider_sms.db_manager import DB_MANAGER_PATH
 from airflow_provider_sms.delivery_reports.connections import Connections
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -37,3 +41,21 @@ def test_the_app_serves_the_receiver_the_campaigns_and_the_health_probe_and_answ
         "/campaigns/ui/",
     } <= paths
     assert Refusal in app.exception_handlers
+
+
+@pytest.mark.parametrize(("airflow_version", "warned"), [("3.1.3", True), ("3.2.0", False)])
+def test_the_api_server_warns_at_start_when_airflow_would_not_make_the_tables(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, airflow_version: str, warned: bool
+) -> None:
+    import airflow
+
+    monkeypatch.setattr(airflow, "__version__", airflow_version)
+    monkeypatch.setenv("AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS", "")
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_sms.api_server.app"):
+        warn_if_not_migrated()
+    lines = [record.getMessage() for record in caplog.records]
+    expected = (
+        f"SMS provider: its tables are made by its own DB manager; Airflow {airflow_version} migrates "
+        f"them only when [database] external_db_managers names {DB_MANAGER_PATH}"
+    )
+    assert [line.startswith(expected) for line in lines] == ([True] if warned else [])
