@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary
     from airflow_provider_sms.models import NpaiEntry, NpaiList, Webhook
 
-# Rough cost of looking at one entry (measured on 5,000- to 40,000-entry lists, rounded up): grouping
-# it and the plain checks, and the read of its date (pendulum's parse) for a ``since`` filter.
+# Upper bounds of the cost of looking at one entry, rounded up so that an estimate never runs short:
+# grouping it and the plain checks, and the read of its date (pendulum's parse) for a ``since`` filter.
 ENTRY_CHECK_SECONDS = 0.1e-6
 DATE_READ_SECONDS = 25e-6
 

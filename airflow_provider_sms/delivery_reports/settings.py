@@ -29,7 +29,7 @@ BATCH_PATH = "/delivery-reports/{conn_id}/batches/{batch}"
 SIGNATURE_HEADER = "X-SMSFactor-Signature"
 # The addresses the service documents for its webhook calls.
 SERVICE_CALLERS = ("51.159.7.123", "51.159.21.54")
-# A report is about 250 bytes; 16 KiB leaves room and still refuses a flood early.
+# Far above any one report's size, and still small enough to refuse a flood early.
 DEFAULT_MAX_BODY = 16 * 1024
 # An asset event names at most this many reports, and none waits longer than this for its event.
 DEFAULT_EVENT_MAX_REPORTS = 1000

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_sms.models import Recipient
 
-# A million numbers put about 15 in each bucket (some 200 characters to search and to copy when one
-# is added); the empty buckets are one shared string.
+# Enough buckets that even a million numbers leave each one short to search and to copy when one is
+# added; the empty buckets are one shared string.
 _BUCKETS = 1 << 16
 _MASK = _BUCKETS - 1
 
