@@ -11,10 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine
 
 from airflow_provider_sms import db_manager, get_provider_info
 from airflow_provider_sms.db_manager import (
@@ -24,31 +21,14 @@ from airflow_provider_sms.db_manager import (
     registration_hint,
 )
 from airflow_provider_sms.delivery_reports.db import SmsDeliveryReportsDBManager
+from tests.db_migration import check_up_and_down
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
 def test_the_migration_makes_the_tables_the_definitions_declare_and_drops_them(tmp_path: Path) -> None:
-    engine = create_engine(f"sqlite:///{tmp_path / 'metadata.db'}")
-    config = SmsProviderDBManager(session=None).get_alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "heads")
-    with engine.connect() as connection:
-        tables = set(inspect(connection).get_table_names())
-        assert {*TABLE_NAMES, SmsProviderDBManager.version_table_name} <= tables
-        # Our tables only (the version table is Alembic's own).
-        context = MigrationContext.configure(
-            connection,
-            opts={"include_object": lambda _o, name, kind, *_: kind != "table" or name in TABLE_NAMES},
-        )
-        assert compare_metadata(context, SmsProviderDBManager.metadata) == []
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "base")
-    with engine.connect() as connection:
-        assert set(inspect(connection).get_table_names()) == {SmsProviderDBManager.version_table_name}
+    check_up_and_down(create_engine(f"sqlite:///{tmp_path / 'metadata.db'}"))
 
 
 def test_one_migration_holds_every_table_and_the_provider_version_names_it() -> None:
