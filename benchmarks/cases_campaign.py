@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, child_figures, sandbox_available, sandbox_process
-from benchmarks.harness import Record, Target, record, skipped
+from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.harness import Record, Target, child_figures, record, skipped
 
 # The campaign is cut into this many batches, as a DAG author would for a big send.
 BATCHES = 20

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -28,7 +27,6 @@ TOKEN = "bench-token"
 SMS_CONN_ID = "sms_bench"
 HTTP_CONN_ID = "http_bench"
 WEBHOOK_ID = "1"  # seeded by the sandbox
-ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 30.0
 # Longest the operator's child may take for the batched send: a stuck child fails the case.
 SEND_TIMEOUT = 600
@@ -180,23 +178,6 @@ def _http_hook() -> Any:
     except ImportError:
         return None
     return HttpHook(method="GET", http_conn_id=HTTP_CONN_ID)
-
-
-def child_figures(module: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Run ``python -m module *args`` in a fresh interpreter; the figures it prints last (a JSON line)."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)[:200]} failed: {done.stderr[-3000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
 
 
 @contextmanager

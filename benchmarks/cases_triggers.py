@@ -16,11 +16,10 @@ from benchmarks.cases_http import (
     SANDBOX_MISSING,
     SMS_CONN_ID,
     TOKEN,
-    child_figures,
     sandbox_available,
     serving,
 )
-from benchmarks.harness import REPORT, Record, Target, record, skipped
+from benchmarks.harness import REPORT, Record, Target, child_figures, record, skipped
 
 # Airflow's triggerer warns at 0.2 s; a trigger should never come near it.
 MAX_LAG_MS = 50.0

@@ -3,15 +3,13 @@ after a big load, GETs timed in turn, and the count of sms_default's asset event
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+
+from benchmarks.harness import child_figures
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,7 +18,6 @@ if TYPE_CHECKING:
 
 K = TypeVar("K")
 
-REPO = Path(__file__).resolve().parents[1]
 ASSET = "sms_delivery_reports/sms_default"
 
 
@@ -29,19 +26,7 @@ def deployment_child(
 ) -> dict[str, Any]:
     """Run ``python -m module args`` with the deployment's Airflow environment; the JSON line it
     prints last."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        env=deployment.airflow_env(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return child_figures(module, list(args), deployment.airflow_env(), timeout)
 
 
 def vacuum_analyze(deployment: Deployment) -> None:

@@ -9,13 +9,19 @@ enabled, as it is in a worker: its cost is part of what a user pays.
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import time
 import tracemalloc
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -202,3 +208,20 @@ def _bytes(value: int | None) -> str:
     if value >= 1024 * 1024:
         return f"{value / (1024 * 1024):.1f} MiB"
     return f"{value / 1024:.0f} KiB"
+
+
+def child_figures(module: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module *args`` in a fresh interpreter; the figures it prints last (a JSON line)."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)[:200]} failed: {done.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
