@@ -33,8 +33,8 @@ class SmsProviderDBManager(BaseDBManager):
     """Airflow's external DB manager for every table of the provider (:data:`TABLE_NAMES`)."""
 
     metadata = metadata
-    # Named when it held the delivery reports' tables only; kept, so that a database it migrated
-    # is found at its revision.
+    # Named when it held the delivery reports' tables only; the name stays, so that a database made by
+    # an earlier build keeps one version table (which `airflow db reset` clears with the tables).
     version_table_name = "alembic_version_sms_delivery_reports"
     migration_dir = MIGRATIONS.as_posix()
     alembic_file = (MIGRATIONS / "alembic.ini").as_posix()

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from airflow_provider_sms.api_server.database_errors import migrate_hint, tables_missing
+from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, tables_missing
 from airflow_provider_sms.api_server.refusal import Refusal, invalid_call, refused
 from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
 from airflow_provider_sms.campaigns.api import router as campaigns_api
@@ -84,7 +84,8 @@ class TablesCheck:
                     session.execute(select(*table.primary_key.columns).limit(1))
         except Exception as exc:
             if tables_missing(exc):
-                return 503, {"status": "unhealthy", "detail": migrate_hint()}
+                # The probe answers anyone: what to set, which names Airflow's version, is logged at start.
+                return 503, {"status": "unhealthy", "detail": MIGRATE_HINT}
             log.error("Delivery reports: the health probe cannot reach the database: %s", exc)
             return 503, {"status": "unhealthy", "detail": "the metadata database is unreachable"}
         return 200, {"status": "healthy"}

@@ -43,7 +43,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from airflow_provider_sms import codec
-from airflow_provider_sms.api_server.database_errors import migrate_hint, tables_missing
+from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, migrate_hint, tables_missing
 from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
@@ -94,9 +94,9 @@ def database_refusal(exc: BaseException, conn_id: str, what: str) -> Refusal:
     """The answer for a database error while reading ``what``: 500 naming the fix when the tables are
     missing (waiting does not cure it), else 503 with Retry-After (the database is down or busy)."""
     if tables_missing(exc):
-        hint = migrate_hint()
-        log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, hint)
-        return Refusal(500, hint)
+        # What to set names Airflow's version: for the log, not for the caller.
+        log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, migrate_hint())
+        return Refusal(500, MIGRATE_HINT)
     # The failed numbers' statements have numbers for parameters: the parameters are left out.
     log.error("Delivery reports for %s: %s cannot be read: %s", conn_id, what, without_parameters(exc))
     return try_later(f"the {what} cannot be read now (the database is unreachable or busy); try again later")

@@ -80,6 +80,15 @@ def task_failure(exc: Exception) -> Exception:
     return failure.with_traceback(None)
 
 
+class ApprovalToAsk(Exception):
+    """A gate refuses and no approval covers it: the question is asked once the claim is released."""
+
+    def __init__(self, check: GateCheck, approval: ApprovalRecord | None) -> None:
+        super().__init__(check.text)
+        self.check = check
+        self.approval = approval
+
+
 @dataclass(frozen=True)
 class SendOrder:
     """What a send task asks for beyond its campaign, rendered and checked.
@@ -136,29 +145,11 @@ class CampaignSend:
             on_duplicate: OnDuplicate = check_on_duplicate(order.on_duplicate)
             sent = already_sent(guard, campaign, allow_resend=order.allow_resend, log=log)
             digest = campaign.digest()
-            with claimed(campaign, digest, guard, on_duplicate, log) as register:
-                simulation = gate = None
-                # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
-                if len(sent) < campaign.plan.batches and any(
-                    value is not None for value in order.gates.values()
-                ):
-                    # An approval grants a send: verified before any request, or the send fails closed.
-                    approval = (
-                        guard.trusted_approval(campaign.hook.settings.token)
-                        if order.on_cost_exceeded == "ask"
-                        else None
-                    )
-                    simulation = simulate_all(campaign, log, sent)
-                    check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
-                    gate = self.gate_or_ask(check, campaign, digest, approval)
-                results = send_batches(campaign, guard, sent, log)
-                register.sent([batch.ticket for batch in results if batch.ticket is not None])
-                result = {
-                    **sent_result(campaign, guard, results, resumed=len(sent), log=log),
-                    "simulation": simulation,
-                    "gate": gate,
-                    **campaign.notes(),
-                }
+            try:
+                result = self.claimed_send(campaign, digest, sent, on_duplicate)
+            except ApprovalToAsk as need:
+                # Asked once the claim is released: another run is not refused while people decide.
+                ask(order.approval, self.context, campaign, need.check, need.approval, guard, log)
             return result
         finally:
             self.recorded = push_record(
@@ -171,12 +162,45 @@ class CampaignSend:
                 log=log,
             )
 
+    def claimed_send(
+        self, campaign: Campaign, digest: str, sent: dict[int, CampaignResult], on_duplicate: OnDuplicate
+    ) -> dict[str, Any]:
+        """The stages under the campaign register's claim: simulate, gate (or approval), batches.
+
+        :raises ApprovalToAsk: a gate refuses and ``on_cost_exceeded="ask"`` has no approval for it (the
+            claim is released on the way out).
+        """
+        order, guard, log = self.order, self.guard, self.log
+        with claimed(campaign, digest, guard, on_duplicate, log) as register:
+            simulation = gate = None
+            # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
+            if len(sent) < campaign.plan.batches and any(value is not None for value in order.gates.values()):
+                # An approval grants a send: verified before any request, or the send fails closed.
+                approval = (
+                    guard.trusted_approval(campaign.hook.settings.token)
+                    if order.on_cost_exceeded == "ask"
+                    else None
+                )
+                simulation = simulate_all(campaign, log, sent)
+                check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
+                gate = self.gate_or_ask(check, campaign, digest, approval)
+            results = send_batches(campaign, guard, sent, log)
+            register.sent([batch.ticket for batch in results if batch.ticket is not None])
+            result = {
+                **sent_result(campaign, guard, results, resumed=len(sent), log=log),
+                "simulation": simulation,
+                "gate": gate,
+                **campaign.notes(),
+            }
+        return result
+
     def gate_or_ask(
         self, check: GateCheck, campaign: Campaign, digest: str, approval: ApprovalRecord | None
     ) -> dict[str, Any]:
         """The gate's decision when the gates pass, or an approval covers what they refuse; else ask,
         skip or fail, as ``on_cost_exceeded`` says.
 
+        :raises ApprovalToAsk: ``ask``, and no approval yet.
         :raises AirflowFailException: ``fail``; or ``ask``, approved, but the approval does not cover
             what the gates refuse now (:func:`~._approval.approved_gate`).
         """
@@ -189,7 +213,7 @@ class CampaignSend:
             approved = approved_gate(check, approval, digest, self.log)
             if approved is not None:
                 return approved
-            ask(self.order.approval, self.context, campaign, check, approval, self.guard, self.log)
+            raise ApprovalToAsk(check, approval)
         if self.order.on_cost_exceeded == "skip":
             self.log.warning("%s; skipping (on_cost_exceeded='skip')", check.text)
             raise AirflowSkipException(check.text)

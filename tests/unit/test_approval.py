@@ -260,6 +260,33 @@ def test_the_notifiers_hear_the_figures_and_the_link_and_a_failing_one_does_not_
 
 
 @needs_hitl
+def test_the_question_is_asked_once_the_duplicate_claim_is_released(
+    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str]
+) -> None:
+    """While people decide, another run of the same campaign is not refused as a duplicate: the
+    register holds no claim from the time the question is asked (its notifiers run)."""
+    from airflow_provider_sms.operators._campaign_register import PREFIX
+
+    Service(cost_per_number=2).mount(requests_mock)
+    claims_seen: list[list[str]] = []
+
+    def notifier(_context: Any) -> None:
+        claims_seen.append(
+            [
+                entry
+                for key, value in variables.items()
+                if key.startswith(f"{PREFIX}:")
+                for entry in json.loads(value)["entries"]
+            ]
+        )
+
+    asked(ask_operator(approval_notifiers=[notifier]), context())
+
+    assert claims_seen == [[]]
+    assert len(written) == 1
+
+
+@needs_hitl
 def test_the_approval_text_of_sms_notifier_carries_cost_gate_and_link(
     requests_mock: Any, written: list[dict[str, Any]]
 ) -> None:
