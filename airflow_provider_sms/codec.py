@@ -45,8 +45,6 @@ CONTENT_TYPES: dict[str, str] = {"json": "application/json", "xml": "application
 XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
 # Elements that repeat on the wire: always decoded as lists, even when there is one or none.
 REPEATED_ELEMENTS = frozenset({"list", "links", "gsm", "lists"})
-# Order of the message's elements in XML, as in the interface's examples.
-_MESSAGE_FIELDS = ("text", "pushtype", "sender", "delay", "links")
 # How much of an unreadable body an error quotes.
 _QUOTED_BODY_BYTES = 200
 _CR_ENTITY = {"\r": "&#13;"}

@@ -36,7 +36,6 @@ from airflow_provider_sms.phone_numbers import normalize_number
 from airflow_provider_sms.sms_parts import marker_mismatch
 
 PushType = Literal["alert", "marketing"]
-PUSHTYPES: tuple[str, ...] = ("alert", "marketing")
 
 # Characters XML 1.0 cannot carry: such text could never reach the service in XML format.
 _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
