@@ -114,6 +114,7 @@ def delivery_cases(sizes: Sizes) -> list[Record]:
                 FULL.reports,
                 cases_delivery.PER_REPORT_TARGET,
                 reason,
+                baseline_name=cases_delivery.NOOP_GET,
                 unit="ms",
             ),
             *cases_campaigns_page.skipped_records(FULL.campaigns, 100 * FULL.reports, reason),

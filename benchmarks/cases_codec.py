@@ -25,6 +25,7 @@ MESSAGE = Message(
     sender="Shop",
     links=["https://shop.example.com/spring"],
 )
+JSON_DUMPS = "json.dumps of the same {'value': number} dicts (built beforehand)"
 
 
 def numbers(count: int) -> list[str]:
@@ -87,6 +88,7 @@ def encode_cases(size: int, reps: int) -> list[Record]:
             ours,
             baseline,
             Target(1.3),
+            baseline_name=JSON_DUMPS,
             note="codec.encode_send from validated digit strings vs json.dumps of the same "
             "{'value': number} dicts (built beforehand, not timed)",
         )
@@ -103,6 +105,7 @@ def encode_cases(size: int, reps: int) -> list[Record]:
             whole,
             baseline,
             REPORT,
+            baseline_name=JSON_DUMPS,
             note="the hook's whole path: recipients.parse_recipients (checks every number) then "
             "codec.encode_send, vs the same json.dumps (which checks nothing)",
         )
@@ -116,6 +119,7 @@ def encode_cases(size: int, reps: int) -> list[Record]:
             ours_peak,
             base_peak,
             Target(2.0),
+            baseline_name=f"tracemalloc peak of {JSON_DUMPS}",
             unit="bytes",
             peak_memory=ours_peak,
             note="tracemalloc peak while encoding (the body included; the input list is not)",
@@ -131,6 +135,7 @@ def encode_cases(size: int, reps: int) -> list[Record]:
             ours,
             baseline,
             Target(1.3),
+            baseline_name="xml.etree.ElementTree build + tostring of the same document",
             note="codec.encode_send vs xml.etree.ElementTree build + tostring of the same document",
         )
     )
@@ -178,6 +183,7 @@ def decode_cases(size: int, reps: int) -> list[Record]:
             ours,
             baseline,
             Target(2.0),
+            baseline_name="json.loads of the same answer",
             note="codec.decode_npai -> validated NpaiList vs json.loads (plain dicts, nothing checked)",
         )
     )
@@ -197,6 +203,7 @@ def decode_cases(size: int, reps: int) -> list[Record]:
             ours,
             baseline,
             Target(2.0),
+            baseline_name="xml.etree.ElementTree.fromstring of the same answer",
             note="codec.decode_npai (DOCTYPE refused, tree built, converted and validated) vs a bare "
             "xml.etree.ElementTree.fromstring (C parser, no safety check, an Element tree only)",
         )
@@ -208,6 +215,7 @@ def decode_cases(size: int, reps: int) -> list[Record]:
             ours,
             defused,
             REPORT,
+            baseline_name="defusedxml.ElementTree.fromstring of the same answer",
             note="the same decode vs defusedxml.ElementTree.fromstring alone, the safe parse a user "
             "would pick (pure-Python parser)",
         )

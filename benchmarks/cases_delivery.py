@@ -25,7 +25,7 @@ import httpx
 
 from benchmarks import cases_campaigns_page, cases_delivery_scale
 from benchmarks.deployment_tools import asset_events
-from benchmarks.harness import REPORT, Record, Target, record, skipped
+from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, record, skipped
 from benchmarks.http_load import CONCURRENCY, SIGNATURE, get_noop, post_reports, report_bodies
 
 # Wall time per report against the no-op GET: with a DAG on the asset, and without.
@@ -33,6 +33,7 @@ PER_REPORT_TARGET = Target(1.5)
 NO_EVENT_TARGET = Target(1.3)
 # Asset events per 10,000 reports (batches of up to 1,000, a partial one every 5 s at most).
 EVENTS_TARGET = Target(20, kind="bound")
+NOOP_GET = "the receiver's no-op GET .../_health on the same API server, through the same clients"
 
 
 def settled_events(api: Any, timeout: float = 60.0) -> int:
@@ -118,7 +119,15 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
     try:
         from tests.deployment.harness import DeploymentError, running_deployment
     except ImportError as exc:
-        return [skipped(name, count, PER_REPORT_TARGET, f"the deployment harness is not importable ({exc})")]
+        return [
+            skipped(
+                name,
+                count,
+                PER_REPORT_TARGET,
+                f"the deployment harness is not importable ({exc})",
+                baseline_name=NOOP_GET,
+            )
+        ]
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
@@ -157,13 +166,29 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                     cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
                 ]
         except DeploymentError as exc:
-            return [skipped(name, count, PER_REPORT_TARGET, f"the deployment did not start ({exc})")]
+            return [
+                skipped(
+                    name,
+                    count,
+                    PER_REPORT_TARGET,
+                    f"the deployment did not start ({exc})",
+                    baseline_name=NOOP_GET,
+                )
+            ]
     statuses = {
         code: statuses.get(code, 0) + bare_statuses.get(code, 0) for code in {*statuses, *bare_statuses}
     }
     if statuses != {200: 2 * count} or floor_statuses != {403: count}:
         answers = f"{statuses} (refused at the signature: {floor_statuses})"
-        return [skipped(name, count, PER_REPORT_TARGET, f"answers were not all as expected: {answers}")]
+        return [
+            skipped(
+                name,
+                count,
+                PER_REPORT_TARGET,
+                f"answers were not all as expected: {answers}",
+                baseline_name=NOOP_GET,
+            )
+        ]
     rate = count / ours
     per_10k = events * 10_000 / count
     return [
@@ -173,6 +198,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             ours / count * 1000,
             baseline / count * 1000,
             PER_REPORT_TARGET,
+            baseline_name=NOOP_GET,
             unit="ms",
             note=(
                 f"{rate:.0f} reports/s, stored (group commit) while the flusher makes the asset events "
@@ -186,6 +212,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             bare / count * 1000,
             baseline / count * 1000,
             NO_EVENT_TARGET,
+            baseline_name=NOOP_GET,
             unit="ms",
             note=f"{count / bare:.0f} reports/s for a connection whose asset no DAG declares (stored only)",
         ),
@@ -195,6 +222,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             floor / count * 1000,
             baseline / count * 1000,
             REPORT,
+            baseline_name=NOOP_GET,
             unit="ms",
             note=(
                 f"{count / floor:.0f}/s: the API server's cost of a POST with its body (read through "
@@ -208,6 +236,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             per_10k,
             None,
             EVENTS_TARGET,
+            baseline_name=NO_BASELINE,
             unit="count",
             note=f"{events} event(s) for {count} reports (batches of up to 1,000; before: one per report)",
         ),
@@ -217,6 +246,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             percentile(delays, 0.5) if delays else None,
             None,
             REPORT,
+            baseline_name=NO_BASELINE,
             unit="s",
             note=(
                 "300 reports at 10/s; each report's 200 to the end of the task (of the DAG scheduled on the "
@@ -230,6 +260,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             p99(latencies) * 1000,
             p99(noop_latencies) * 1000,
             REPORT,
+            baseline_name="the 99th percentile of the no-op GET _health",
             unit="ms",
             note="99th percentile of one report's round trip (with its asset event), against the no-op's",
         ),

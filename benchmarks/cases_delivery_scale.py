@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from benchmarks.deployment_tools import asset_events, deployment_child, interleaved_medians, vacuum_analyze
-from benchmarks.harness import REPORT, Record, Target, record
+from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, record
 from benchmarks.http_load import SIGNATURE, post_reports, report_bodies
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def group_commit_records(deployment: Deployment, count: int) -> list[Record]:
             elapsed["on"] / (2 * half) * 1000,
             elapsed["off"] / (2 * half) * 1000,
             GROUP_COMMIT_TARGET,
+            baseline_name="the same POSTs to a second API server with delivery_report_group_commit = 1",
             unit="ms",
             note=(
                 f"{2 * half / elapsed['on']:.0f} reports/s with one INSERT and commit shared by the calls "
@@ -130,6 +131,7 @@ def summary_records(deployment: Deployment, big: int, small: int) -> list[Record
             plain[BIG_CAMPAIGN],
             None,
             SUMMARY_TARGET,
+            baseline_name=NO_BASELINE,
             unit="ms",
             note=(
                 f"GET .../summary through the API server (the sensor's poke), median of {SUMMARY_CALLS}; "
@@ -143,6 +145,7 @@ def summary_records(deployment: Deployment, big: int, small: int) -> list[Record
             plain[BIG_CAMPAIGN],
             plain[SMALL_CAMPAIGN],
             SUMMARY_FLAT_TARGET,
+            baseline_name=f"the same GET .../summary of a {small:,}-number campaign of the same table",
             unit="ms",
             note=f"the same call for a {small:,}-number campaign of the same table (before: 71x)",
         ),
@@ -152,6 +155,7 @@ def summary_records(deployment: Deployment, big: int, small: int) -> list[Record
             with_failed[BIG_CAMPAIGN],
             with_failed[SMALL_CAMPAIGN],
             REPORT,
+            baseline_name=f"the same GET .../summary?failed=true of a {small:,}-number campaign",
             unit="ms",
             note=(
                 f"failed=true: the counts and the first 10,000 failed numbers (before: 4.3 s, every "
@@ -164,6 +168,7 @@ def summary_records(deployment: Deployment, big: int, small: int) -> list[Record
             pace,
             None,
             REPORT,
+            baseline_name=NO_BASELINE,
             unit="count",
             note=(
                 f"{stored:,} reports stored by the receiver's write in chunks of 5,000 while the API "
@@ -268,6 +273,7 @@ def scheduler_memory_record(deployment: Deployment, numbers: int) -> Record:
         at_rest,
         # A run that never starts keeps the scheduler flat: the target holds only for one that read it all.
         SCHEDULER_MEMORY_TARGET if succeeded else REPORT,
+        baseline_name="the same scheduler's RSS at rest, restarted before the run (median of 10 s)",
         unit="bytes",
         note=(
             f"scheduler RSS peak {peak / MB:.0f} MB against {at_rest / MB:.0f} MB at rest; {events} asset "

@@ -101,10 +101,15 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
     names = ("bare requests.Session", "new connection per call", "HttpHook (providers-http)")
     titles = [f"{calls:,} x GET /webhook, SmsHook vs {name}" for name in names]
     targets = (Target(1.15), REPORT, REPORT)
+    baselines = (
+        "requests.Session.get with the same headers + response.json()",
+        "requests.get per call (a new connection each time) + response.json()",
+        "HttpHook(method='GET').run() + response.json()",
+    )
     if not sandbox_available():
         return [
-            skipped(title, calls, target, SANDBOX_MISSING)
-            for title, target in zip(titles, targets, strict=True)
+            skipped(title, calls, target, SANDBOX_MISSING, baseline_name=baseline)
+            for title, target, baseline in zip(titles, targets, baselines, strict=True)
         ]
     from airflow_provider_sms.hooks.sms import SmsHook
 
@@ -135,6 +140,7 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
             ours,
             times[1],
             targets[0],
+            baseline_name=baselines[0],
             note="SmsHook.get_webhook (one keep-alive session, answer validated into a Webhook) vs "
             "requests.Session.get with the same headers + response.json()",
         ),
@@ -144,6 +150,7 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
             ours,
             times[2],
             targets[1],
+            baseline_name=baselines[1],
             note="vs requests.get per call, a new TCP connection each time, as the service's own "
             "Python SDK does",
         ),
@@ -155,6 +162,7 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
                 calls,
                 targets[2],
                 "apache-airflow-providers-http is not installed (pip install 'airflow-provider-sms[bench]')",
+                baseline_name=baselines[2],
             )
         )
     else:
@@ -165,6 +173,7 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
                 ours,
                 times[3],
                 targets[2],
+                baseline_name=baselines[2],
                 note="vs HttpHook(method='GET').run() on an http connection, + response.json()",
             )
         )

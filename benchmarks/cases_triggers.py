@@ -19,7 +19,7 @@ from benchmarks.cases_http import (
     sandbox_available,
     serving,
 )
-from benchmarks.harness import REPORT, Record, Target, child_figures, record, skipped
+from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, child_figures, record, skipped
 
 # Airflow's triggerer warns at 0.2 s; a trigger should never come near it.
 MAX_LAG_MS = 50.0
@@ -91,7 +91,12 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
         "cpu": "ms",
     }
     if not sandbox_available():
-        return [skipped(names[key], size, targets[key], SANDBOX_MISSING, unit=units[key]) for key in names]
+        return [
+            skipped(
+                names[key], size, targets[key], SANDBOX_MISSING, baseline_name=NO_BASELINE, unit=units[key]
+            )
+            for key in names
+        ]
     command = [sys.executable, "-c", _SANDBOX_CHILD, TOKEN, str(webhooks), str(entries)]
     with serving(command) as url:
         plan = {
@@ -125,6 +130,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             report["lag_max_between_collections"] * 1000,
             None,
             targets["lag"],
+            baseline_name=NO_BASELINE,
             unit="ms",
             note=f"{how}; a 10 ms ticker task's worst late wake-up, less the garbage collector's full "
             "collections within it (next row: with them)",
@@ -135,6 +141,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             report["lag_max"] * 1000,
             None,
             targets["raw_lag"],
+            baseline_name=NO_BASELINE,
             unit="ms",
             note=f"the ticker's worst late wake-up, full collections included: {report['full_collections']} "
             f"full collection(s), the longest {report['full_collection_max'] * 1000:.0f} ms (each walks the "
@@ -150,6 +157,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             frozen["lag_max"] * 1000,
             None,
             targets["frozen_lag"],
+            baseline_name=NO_BASELINE,
             unit="ms",
             note=f"the same load in a fresh interpreter that ran gc.collect() and gc.freeze() once Airflow "
             f"and the triggers' modules were imported (as Airflow's DAG processor does after its start-up; "
@@ -163,6 +171,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             report["rss_growth"] / size,
             None,
             targets["rss"],
+            baseline_name=NO_BASELINE,
             unit="bytes",
             peak_memory=report["rss_growth"],
             note=f"peak RSS (VmHWM) over the RSS once Airflow and the triggers' modules were imported "
@@ -174,6 +183,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             report["sockets_peak"],
             None,
             targets["sockets"],
+            baseline_name=NO_BASELINE,
             unit="count",
             note=f"sockets of the process, sampled every 50 ms, less those open before the triggers started "
             f"(the event loop's self-pipe); target: the async hook's pool "
@@ -186,6 +196,7 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             report["cpu_per_poll"] * 1000,
             None,
             targets["cpu"],
+            baseline_name=NO_BASELINE,
             unit="ms",
             note="process CPU time (every thread) over the rounds, divided by the polls made",
         ),

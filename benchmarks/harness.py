@@ -61,6 +61,8 @@ class Target:
 
 
 REPORT = Target()
+# The baseline_name of a row with no baseline: a bound, or a figure reported alone.
+NO_BASELINE = "none (a bound, or a figure reported alone)"
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Record:
     :param unit: unit of ``ours`` and ``baseline``: ``s``, ``ms``, ``bytes`` or ``count``.
     :param ours: our figure (best of the repetitions).
     :param baseline: the baseline's figure, or ``None`` for a case without one.
+    :param baseline_name: what the baseline is (measured in the same run), or :data:`NO_BASELINE`.
     :param ratio: ours / baseline (lower is better).
     :param peak_memory: our side's peak memory in bytes (tracemalloc, or RSS where said), if measured.
     :param target: the target as text (``<= 1.3``, ``overhead <= 50 ms``, ``report``).
@@ -84,6 +87,7 @@ class Record:
     unit: str
     ours: float | None
     baseline: float | None
+    baseline_name: str
     ratio: float | None
     peak_memory: int | None
     target: str
@@ -102,11 +106,15 @@ def record(
     baseline: float | None,
     target: Target,
     *,
+    baseline_name: str,
     unit: str = "s",
     peak_memory: int | None = None,
     note: str = "",
 ) -> Record:
-    """Build a :class:`Record`, computing the ratio and whether the target is met."""
+    """Build a :class:`Record`, computing the ratio and whether the target is met.
+
+    ``baseline_name`` says what ``baseline`` is (:data:`NO_BASELINE` when there is none).
+    """
     ratio = ours / baseline if ours is not None and baseline else None
     return Record(
         name=name,
@@ -114,6 +122,7 @@ def record(
         unit=unit,
         ours=ours,
         baseline=baseline,
+        baseline_name=baseline_name,
         ratio=ratio,
         peak_memory=peak_memory,
         target=target.describe(unit),
@@ -122,9 +131,23 @@ def record(
     )
 
 
-def skipped(name: str, size: int, target: Target, reason: str, *, unit: str = "s") -> Record:
-    """A case that could not run here, with the reason in its note."""
-    return Record(name, size, unit, None, None, None, None, target.describe(unit), None, f"skipped: {reason}")
+def skipped(
+    name: str, size: int, target: Target, reason: str, *, baseline_name: str, unit: str = "s"
+) -> Record:
+    """A case that could not run here, with the reason in its note and the baseline it would have had."""
+    return Record(
+        name=name,
+        size=size,
+        unit=unit,
+        ours=None,
+        baseline=None,
+        baseline_name=baseline_name,
+        ratio=None,
+        peak_memory=None,
+        target=target.describe(unit),
+        met=None,
+        note=f"skipped: {reason}",
+    )
 
 
 def best_of(*sides: Callable[[], object], reps: int) -> list[float]:

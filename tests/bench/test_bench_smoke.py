@@ -9,7 +9,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIELDS = {"name", "size", "unit", "ours", "baseline", "ratio", "peak_memory", "target", "met", "note"}
+FIELDS = {
+    "name",
+    "size",
+    "unit",
+    "ours",
+    "baseline",
+    "baseline_name",
+    "ratio",
+    "peak_memory",
+    "target",
+    "met",
+    "note",
+}
 # Cases that need nothing but the codec: they must always run, never be skipped.
 ALWAYS_RUN = {
     "encode /send body, JSON",
@@ -47,6 +59,8 @@ def test_quick_benchmarks_write_well_formed_records(tmp_path: Path) -> None:
     for row in records:
         assert set(row) == FIELDS, row["name"]
         assert row["unit"] in {"s", "ms", "bytes", "count"}
+        assert isinstance(row["baseline_name"], str), row["name"]
+        assert row["baseline_name"], row["name"]
         assert isinstance(row["size"], int)
         if row["ours"] is None:
             # Skipped: says why, and claims nothing.
