@@ -20,6 +20,7 @@ from benchmarks import (
     cases_codec,
     cases_delivery,
     cases_http,
+    cases_send_cost,
     cases_startup,
     cases_triggers,
 )
@@ -92,6 +93,7 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
         "decode": lambda: cases_codec.decode_cases(sizes.npai, sizes.reps),
         "http": lambda: cases_http.webhook_cases(sizes.calls, sizes.http_reps),
         "send": lambda: cases_campaign.million_send_cases(sizes.recipients, sizes.http_reps),
+        "sendcost": lambda: cases_send_cost.send_cost_cases(sizes.process_reps),
         "triggers": lambda: cases_triggers.trigger_cases(
             sizes.webhook_triggers, sizes.npai_triggers, sizes.npai_entries, sizes.rounds, TRIGGERS_DEADLINE
         ),

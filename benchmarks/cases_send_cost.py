@@ -1,0 +1,116 @@
+"""A send's fixed cost: a 10-number SmsSendOperator.execute() against a bare requests POST of the same body.
+
+The operator and the bare POST run interleaved in one fresh interpreter
+(:mod:`benchmarks.send_cost_load`), the sandbox in its own process on 127.0.0.1. Every row is reported
+against the bare POST, measured in the same run: how many bare POSTs the operator's work before its
+first POST, its whole call and each of its parts cost. No target: the issue that asked for the case
+gives none; the settle pause has its own row because its length is a setting, not work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.harness import REPORT, Record, child_figures, record, skipped
+
+NUMBERS = 10
+BARE_POST = "a bare requests.post of the same /send body to the sandbox, answer checked (same interpreter)"
+# Longest the child may take: a stuck child fails the case.
+TIMEOUT = 300
+PREFIX = f"send {NUMBERS} numbers, SmsSendOperator.execute()"
+# (row, the run it is read from, the figure in that run, what it measures)
+ROWS: tuple[tuple[str, str, str, str], ...] = (
+    ("first POST /send after execute() starts", "plain", "first_post", "no gate, settle 0"),
+    ("whole execute()", "plain", "whole", "no gate, settle 0"),
+    ("first POST /send, cost gate (max_cost)", "gate", "first_post", "max_cost set, settle 0"),
+    ("whole execute(), cost gate (max_cost)", "gate", "whole", "max_cost set, settle 0"),
+    ("whole execute(), configured settle", "settle", "whole", "no gate, the configured settle pause"),
+    (
+        "part: duplicate check's settle pause",
+        "settle",
+        "settle",
+        "[sms] duplicate_check_settle_seconds slept before the register is read back",
+    ),
+    (
+        "part: duplicate check without its pause",
+        "plain",
+        "duplicate",
+        "the content digest, the register's claim (read, write, read back) and its record of the tickets",
+    ),
+    ("part: send guard", "plain", "guard", "the guard's read, and its writes before and after the POST"),
+    (
+        "part: simulation for the gate",
+        "gate",
+        "simulate",
+        "POST /send/simulate of the exact campaign, and the figures added up",
+    ),
+    (
+        "part: arguments checked, campaign prepared",
+        "plain",
+        "prepare",
+        "message, numbers and send window checked; the connection looked up",
+    ),
+    ("part: campaign record (XCom)", "plain", "record", "the campaign record pushed for the campaigns page"),
+)
+
+
+def _names() -> list[str]:
+    return [f"{PREFIX}: {row[0]}" for row in ROWS] + [f"{PREFIX}: whole execute(), first in its interpreter"]
+
+
+def send_cost_cases(reps: int) -> list[Record]:
+    """The rows of :data:`ROWS`, and the first call in a fresh interpreter, each against the bare POST."""
+    if not sandbox_available():
+        return [
+            skipped(name, NUMBERS, REPORT, SANDBOX_MISSING, baseline_name=BARE_POST, unit="ms")
+            for name in _names()
+        ]
+    with sandbox_process() as url:
+        connection = {"conn_type": "sms", "host": url, "password": TOKEN}
+        env = {**os.environ, "AIRFLOW_CONN_SMS_DEFAULT": json.dumps(connection)}
+        figures: dict[str, Any] = child_figures(
+            "benchmarks.send_cost_load", [url, TOKEN, str(reps)], env, TIMEOUT
+        )
+    bare = figures["bare"] * 1000
+    plain = figures["plain"]
+    how = (
+        f"{NUMBERS} numbers as a list, one batch of {figures['body_bytes']} bytes of JSON; one fresh "
+        "interpreter runs the bare POST and the operator (no gate, settle 0; max_cost set, settle 0; the "
+        "configured settle) in turn, each run from an empty in-memory Variable store and the sandbox reset "
+        f"after it; best of {reps} of each figure. The Variables are in memory: {plain['variable_reads']} "
+        f"reads and {plain['variable_writes']} writes per send (no gate), each a round trip to Airflow's "
+        "API server in a worker, are not in these figures"
+    )
+    names = _names()
+    rows = [
+        record(
+            name,
+            NUMBERS,
+            figures[run][figure] * 1000,
+            bare,
+            REPORT,
+            baseline_name=BARE_POST,
+            unit="ms",
+            note=what,
+        )
+        for name, (_, run, figure, what) in zip(names, ROWS, strict=False)
+    ]
+    rows[0].note = f"{ROWS[0][3]}; {how}"
+    rows[4].note = f"no gate, settle {figures['settle_configured']:g} s configured"
+    rows.append(
+        record(
+            names[-1],
+            NUMBERS,
+            figures["cold"] * 1000,
+            bare,
+            REPORT,
+            baseline_name=BARE_POST,
+            unit="ms",
+            note="the first execute() of the interpreter (no gate, settle 0): it pays the imports a "
+            "task's execute() makes; the bare POST it is compared with is not its interpreter's first",
+        )
+    )
+    return rows
