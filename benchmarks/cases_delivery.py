@@ -3,12 +3,13 @@
 10,000 distinct reports are posted to ``/sms/delivery-reports/sms_default`` by 16 concurrent clients,
 as the service posts them; each is checked and stored (group commit) before its 200, and the API
 server's flusher puts them in asset events (an unpaused DAG of the deployment schedules on the asset)
-meanwhile. Measured beside it, in the same run and through the same clients: the same number of
-reports for a connection whose asset no DAG declares (stored, no asset event), and the baseline, the
-receiver's ``GET .../_health`` on the same API server (it looks at the database at most every 5 s: the
-floor of any request there), and the same POSTs refused at their signature (the floor of a POST with
-its body). Then the asset events the 10,000 reports made are counted, the delay from a report's 200 to
-the consuming task is timed, and the cases at campaign scale run on the same deployment
+meanwhile. Measured beside it, in the same run, through the same clients and in the same rounds: the
+same number of reports for a connection whose asset no DAG declares (stored, no asset event); the
+baseline of both, the same POSTs refused at their signature (the floor of any POST with its body
+through Airflow's API server: nothing decoded or stored); and the receiver's ``GET .../_health`` (it
+looks at the database at most every 5 s: the floor of any request there), against which the refused
+POST is reported. Then the asset events the 10,000 reports made are counted, the delay from a report's
+200 to the consuming task is timed, and the cases at campaign scale run on the same deployment
 (:mod:`benchmarks.cases_delivery_scale`). The load generator runs on the same two cores as the API
 server, PostgreSQL and the rest of the deployment.
 """
@@ -19,7 +20,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -28,12 +29,79 @@ from benchmarks.deployment_tools import asset_events
 from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, record, skipped
 from benchmarks.http_load import CONCURRENCY, SIGNATURE, get_noop, post_reports, report_bodies
 
-# Wall time per report against the no-op GET: with a DAG on the asset, and without.
-PER_REPORT_TARGET = Target(1.5)
-NO_EVENT_TARGET = Target(1.3)
+if TYPE_CHECKING:
+    from tests.deployment.harness import Deployment
+
+# Wall time per stored report against a POST refused at its signature: with a DAG on the asset, and
+# without (what the receiver adds to the floor of a POST through Airflow's API server).
+PER_REPORT_TARGET = Target(1.3)
+NO_EVENT_TARGET = Target(1.2)
 # Asset events per 10,000 reports (batches of up to 1,000, a partial one every 5 s at most).
 EVENTS_TARGET = Target(20, kind="bound")
+# The ingest sides take turns in this many rounds (the order reversed every other round), so that drift
+# in the machine's load weighs on each alike; each round waits for the flusher to batch what it stored.
+ROUNDS = 4
+REFUSED_POST = (
+    "the same POSTs refused at their signature (403: body read, nothing decoded or stored), on the same "
+    "API server through the same clients, in the same rounds"
+)
 NOOP_GET = "the receiver's no-op GET .../_health on the same API server, through the same clients"
+NAMES = {
+    "dag": "receive delivery reports, DAG on the asset, against a POST refused at its signature",
+    "stored": "receive delivery reports, no asset event, against a POST refused at its signature",
+    "refused": "POST of a delivery report refused at its signature, against the no-op GET",
+}
+
+
+def skipped_records(count: int, reason: str) -> list[Record]:
+    """The ingest cases with targets (and the floor's row), skipped with ``reason``."""
+    return [
+        skipped(NAMES["dag"], count, PER_REPORT_TARGET, reason, baseline_name=REFUSED_POST, unit="ms"),
+        skipped(NAMES["stored"], count, NO_EVENT_TARGET, reason, baseline_name=REFUSED_POST, unit="ms"),
+        skipped(NAMES["refused"], count, REPORT, reason, baseline_name=NOOP_GET, unit="ms"),
+    ]
+
+
+def ingest_rounds(
+    deployment: Deployment, receiver: str, count: int
+) -> dict[str, tuple[float, list[float], dict[int, int]]]:
+    """Each side's wall time, latencies and answers by HTTP status, summed over :data:`ROUNDS` rounds of
+    ``count // ROUNDS`` calls: reports for sms_default (a DAG on its asset), reports for sms_unscheduled
+    (no DAG), the latter refused at their signature, and the no-op GET.
+
+    After a side that stored reports, the round waits until the flusher has batched them (and made their
+    asset events), so that its work does not fall on the next side's calls.
+    """
+    chunk = count // ROUNDS
+
+    def call(side: str, first: int) -> tuple[float, list[float], dict[int, int]]:
+        if side == "dag":
+            done = post_reports(f"{receiver}/sms_default", report_bodies(chunk, first=first))
+            cases_delivery_scale.wait_batched(deployment, "sms_default", timeout=120)
+        elif side == "stored":
+            done = post_reports(f"{receiver}/sms_unscheduled", report_bodies(chunk, first=count + first))
+            cases_delivery_scale.wait_batched(deployment, "sms_unscheduled", timeout=120)
+        elif side == "refused":
+            # Reports that are not stored: the same bodies as the stored side's, a wrong signature.
+            bodies = report_bodies(chunk, first=count + first)
+            done = post_reports(f"{receiver}/sms_unscheduled", bodies, signature="not-it")
+        else:
+            elapsed, latencies = get_noop(f"{receiver}/_health", chunk)
+            done = (elapsed, latencies, {200: chunk})
+        return done
+
+    totals: dict[str, tuple[float, list[float], dict[int, int]]] = {
+        side: (0.0, [], {}) for side in ("dag", "stored", "refused", "noop")
+    }
+    order = list(totals)
+    for round_ in range(ROUNDS):
+        for side in order if round_ % 2 == 0 else reversed(order):
+            elapsed, latencies, statuses = call(side, round_ * chunk)
+            seconds, every, answers = totals[side]
+            for code, number in statuses.items():
+                answers[code] = answers.get(code, 0) + number
+            totals[side] = (seconds + elapsed, every + latencies, answers)
+    return totals
 
 
 def settled_events(api: Any, timeout: float = 60.0) -> int:
@@ -115,19 +183,10 @@ def p99(latencies: list[float]) -> float:
 def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
     """The receiver's throughput and p99 latency on the deployment, then the cases at campaign scale and
     the campaigns page with ``campaigns`` campaigns; skipped when it cannot start."""
-    name = "receive delivery reports (API server)"
     try:
         from tests.deployment.harness import DeploymentError, running_deployment
     except ImportError as exc:
-        return [
-            skipped(
-                name,
-                count,
-                PER_REPORT_TARGET,
-                f"the deployment harness is not importable ({exc})",
-                baseline_name=NOOP_GET,
-            )
-        ]
+        return skipped_records(count, f"the deployment harness is not importable ({exc})")
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
@@ -141,16 +200,8 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 post_reports(f"{receiver}/sms_default", report_bodies(200, first=count * 2))  # warm up
                 get_noop(f"{receiver}/_health", 200)
                 events_before = settled_events(deployment.api)
-                ours, latencies, statuses = post_reports(f"{receiver}/sms_default", report_bodies(count))
+                sides = ingest_rounds(deployment, receiver, count)
                 events = settled_events(deployment.api) - events_before
-                bare, _, bare_statuses = post_reports(
-                    f"{receiver}/sms_unscheduled", report_bodies(count, first=count)
-                )
-                baseline, noop_latencies = get_noop(f"{receiver}/_health", count)
-                # The same POSTs refused at the signature: request and body, nothing decoded or stored.
-                floor, _, floor_statuses = post_reports(
-                    f"{receiver}/sms_unscheduled", report_bodies(count, first=count), signature="not-it"
-                )
                 delays = delivery_delays(api, deployment.api, TEST_TOKEN)
                 scale = [
                     *cases_delivery_scale.group_commit_records(deployment, count),
@@ -166,79 +217,76 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                     cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
                 ]
         except DeploymentError as exc:
-            return [
-                skipped(
-                    name,
-                    count,
-                    PER_REPORT_TARGET,
-                    f"the deployment did not start ({exc})",
-                    baseline_name=NOOP_GET,
-                )
-            ]
-    statuses = {
-        code: statuses.get(code, 0) + bare_statuses.get(code, 0) for code in {*statuses, *bare_statuses}
-    }
-    if statuses != {200: 2 * count} or floor_statuses != {403: count}:
-        answers = f"{statuses} (refused at the signature: {floor_statuses})"
-        return [
-            skipped(
-                name,
-                count,
-                PER_REPORT_TARGET,
-                f"answers were not all as expected: {answers}",
-                baseline_name=NOOP_GET,
-            )
-        ]
-    rate = count / ours
-    per_10k = events * 10_000 / count
+            return skipped_records(count, f"the deployment did not start ({exc})")
+    answers = {side: statuses for side, (_, _, statuses) in sides.items()}
+    size = count // ROUNDS * ROUNDS
+    expected = {"dag": {200: size}, "stored": {200: size}, "refused": {403: size}, "noop": {200: size}}
+    if answers != expected:
+        return skipped_records(count, f"answers were not all as expected: {answers}")
+    per_call = {side: seconds / size * 1000 for side, (seconds, _, _) in sides.items()}
+    how = (
+        f"{CONCURRENCY} concurrent clients, {ROUNDS} rounds of {size // ROUNDS:,} calls a side, the sides in "
+        "turn (the order reversed every other round), each round's stored reports batched before the next "
+        "side's calls"
+    )
+
+    def against_get(side: str) -> str:
+        return f"{per_call[side] / per_call['noop']:.2f}x the no-op GET _health"
+
+    per_10k = events * 10_000 / size
     return [
         record(
-            name,
-            count,
-            ours / count * 1000,
-            baseline / count * 1000,
+            NAMES["dag"],
+            size,
+            per_call["dag"],
+            per_call["refused"],
             PER_REPORT_TARGET,
-            baseline_name=NOOP_GET,
+            baseline_name=REFUSED_POST,
             unit="ms",
             note=(
-                f"{rate:.0f} reports/s, stored (group commit) while the flusher makes the asset events "
-                f"({CONCURRENCY} concurrent clients, a DAG scheduled on the asset); baseline: the "
-                f"receiver's GET _health on the same API server, {count / baseline:.0f}/s"
+                f"{1000 / per_call['dag']:.0f} reports/s, each checked, decoded and stored (group commit) "
+                f"before its 200 while the flusher makes the asset events (a DAG scheduled on the asset); "
+                f"baseline: the same POSTs refused at their signature, {1000 / per_call['refused']:.0f}/s; "
+                f"{against_get('dag')}; {how}"
             ),
         ),
         record(
-            "receive delivery reports, no asset event",
-            count,
-            bare / count * 1000,
-            baseline / count * 1000,
+            NAMES["stored"],
+            size,
+            per_call["stored"],
+            per_call["refused"],
             NO_EVENT_TARGET,
-            baseline_name=NOOP_GET,
+            baseline_name=REFUSED_POST,
             unit="ms",
-            note=f"{count / bare:.0f} reports/s for a connection whose asset no DAG declares (stored only)",
+            note=(
+                f"{1000 / per_call['stored']:.0f} reports/s for a connection whose asset no DAG declares "
+                f"(stored only); {against_get('stored')}"
+            ),
         ),
         record(
-            "POST of a delivery report refused at its signature, against the no-op GET",
-            count,
-            floor / count * 1000,
-            baseline / count * 1000,
+            NAMES["refused"],
+            size,
+            per_call["refused"],
+            per_call["noop"],
             REPORT,
             baseline_name=NOOP_GET,
             unit="ms",
             note=(
-                f"{count / floor:.0f}/s: the API server's cost of a POST with its body (read through "
-                "Airflow's middlewares) and the receiver's checks, nothing decoded or stored, plus a log "
-                "line per refusal: the floor under the two cases above"
+                f"{1000 / per_call['refused']:.0f}/s: the API server's cost of a POST with its body (read "
+                "through Airflow's middlewares) and the receiver's checks, nothing decoded or stored, plus a "
+                "log line per refusal: the baseline of the two cases above; the no-op GET "
+                f"{1000 / per_call['noop']:.0f}/s"
             ),
         ),
         record(
             "asset events per 10,000 delivery reports",
-            count,
+            size,
             per_10k,
             None,
             EVENTS_TARGET,
             baseline_name=NO_BASELINE,
             unit="count",
-            note=f"{events} event(s) for {count} reports (batches of up to 1,000; before: one per report)",
+            note=f"{events} event(s) for {size} reports (batches of up to 1,000; before: one per report)",
         ),
         record(
             "delay from a report's 200 to the consuming DAG's task, p50",
@@ -256,9 +304,9 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
         ),
         record(
             "delivery report p99 latency",
-            count,
-            p99(latencies) * 1000,
-            p99(noop_latencies) * 1000,
+            size,
+            p99(sides["dag"][1]) * 1000,
+            p99(sides["noop"][1]) * 1000,
             REPORT,
             baseline_name="the 99th percentile of the no-op GET _health",
             unit="ms",
