@@ -807,3 +807,19 @@ def test_a_refusal_carries_one_frame_of_the_provider_and_nothing_chained(
     ]
     assert [(Path(frame.filename).name, frame.name) for frame in frames] == [("sms.py", "run")]
     assert "".join(traceback.format_exception(info.value)).count("Traceback") == 1
+
+
+def test_batch_fingerprints_stay_those_earlier_versions_wrote_in_guards():
+    # A retry compares its batches with the fingerprints an earlier attempt (perhaps of an earlier
+    # version) recorded in the send guard: the digest of each batch must never change.
+    from types import SimpleNamespace
+
+    from airflow_provider_sms.models import Message, Recipient
+    from airflow_provider_sms.operators._campaign import Campaign, fingerprint
+
+    message = Message(text="Hi")
+    with_id = Recipient(value="33698765432", gsmsmsid="c1")
+    batch = SimpleNamespace(message=message, lists=None)
+    assert Campaign.fingerprint(batch, ["33612345678", with_id]) == "adeb9aa5c271acc585afcdc45f8624dd"
+    assert fingerprint(message, []) == "a8c984cc7e1aab72dd60408f242ffe52"
+    assert fingerprint(message, iter(["list:1", "list:2"])) == "8e7a58c829547375ae0d8ea28c2b3e43"
