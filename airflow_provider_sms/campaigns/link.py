@@ -14,8 +14,6 @@ from urllib.parse import urlencode
 
 from airflow.providers.common.compat.sdk import BaseOperatorLink
 
-from airflow_provider_sms._compat import airflow_3_1_or_later
-
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import BaseOperator, TaskInstanceKey
 
@@ -49,6 +47,9 @@ class SmsCampaignLink(BaseOperatorLink):
         :param operator: the send task; it says whether it pushed a campaign record.
         :param ti_key: the task instance (DAG, run, task, map index).
         """
+        # Imported here: a link is computed when a task ends, never when a DAG file is parsed.
+        from airflow_provider_sms._compat import airflow_3_1_or_later
+
         # Set by the send task once it pushed its campaign record: a task that sent nothing has none.
         if not airflow_3_1_or_later() or not getattr(operator, "campaign_recorded", False):
             return ""

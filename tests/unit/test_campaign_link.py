@@ -11,6 +11,7 @@ import requests
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
 import airflow_provider_sms
+from airflow_provider_sms import _compat
 from airflow_provider_sms.campaigns import link
 from airflow_provider_sms.campaigns.link import SmsCampaignLink
 from airflow_provider_sms.exceptions import SmsTransportError
@@ -29,7 +30,7 @@ def _connection(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", connection_json())
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example/team/")
     # Every test below runs on an Airflow with plugin pages unless it says otherwise.
-    monkeypatch.setattr(link, "airflow_3_1_or_later", lambda: True)
+    monkeypatch.setattr(_compat, "airflow_3_1_or_later", lambda: True)
 
 
 def sent(**kwargs: Any) -> tuple[SmsSendOperator, dict[str, Any]]:
@@ -95,7 +96,7 @@ def test_a_task_that_failed_after_sending_links_to_what_it_sent(requests_mock: A
 def test_on_airflow_3_0_there_is_no_link(requests_mock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     Service().mount(requests_mock)
     operator, ctx = sent()
-    monkeypatch.setattr(link, "airflow_3_1_or_later", lambda: False)
+    monkeypatch.setattr(_compat, "airflow_3_1_or_later", lambda: False)
 
     assert SmsCampaignLink().get_link(operator, ti_key=ctx["ti"]) == ""
 
