@@ -197,7 +197,13 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 # A DAG schedules on sms_default's asset, so that every report also records an asset event.
                 deployment.api.unpause("sms_on_delivery_reports")
                 receiver = f"{api}/sms/delivery-reports"
-                post_reports(f"{receiver}/sms_default", report_bodies(200, first=count * 2))  # warm up
+                # Warm up every side: each connection's first calls (its settings read, its writer) are
+                # not what a report costs.
+                post_reports(f"{receiver}/sms_default", report_bodies(200, first=count * 2))
+                post_reports(f"{receiver}/sms_unscheduled", report_bodies(200, first=count * 3))
+                post_reports(
+                    f"{receiver}/sms_unscheduled", report_bodies(200, first=count * 3), signature="not-it"
+                )
                 get_noop(f"{receiver}/_health", 200)
                 events_before = settled_events(deployment.api)
                 sides = ingest_rounds(deployment, receiver, count)
