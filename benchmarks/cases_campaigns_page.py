@@ -96,10 +96,9 @@ def names(campaigns: int, big: int) -> dict[str, str]:
     }
 
 
-def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
-    """Every case of the campaigns page, skipped with ``reason``."""
-    title = names(campaigns, big)
-    rows = {
+def rows(campaigns: int, big: int) -> dict[str, tuple[int, Target, str]]:
+    """Each case's size, target and baseline, by the keys of :func:`names` and in the table's order."""
+    return {
         "page": (campaigns, PAGE_TARGET, FLOOR),
         "campaign": (big, CAMPAIGN_TARGET, FLOOR),
         "page_runs": (campaigns, BELOW_AIRFLOW_RUNS, AIRFLOW_RUNS_LIST),
@@ -109,9 +108,14 @@ def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
         "dags": (len(DAGS), REPORT, FLOOR),
         "floor": (1, REPORT, NOOP_GET),
     }
+
+
+def skipped_records(campaigns: int, big: int, reason: str) -> list[Record]:
+    """Every case of the campaigns page, skipped with ``reason``."""
+    title = names(campaigns, big)
     return [
         skipped(title[key], size, target, reason, baseline_name=baseline, unit="ms")
-        for key, (size, target, baseline) in rows.items()
+        for key, (size, target, baseline) in rows(campaigns, big).items()
     ]
 
 
@@ -185,101 +189,61 @@ def campaign_page_records(
     def against(key: str) -> str:
         return f"{medians[key] / medians['health']:.2f}x the no-op GET _health"
 
-    return [
-        record(
-            title["page"],
-            campaigns,
-            medians["page"],
-            medians["floor"],
-            PAGE_TARGET,
-            baseline_name=FLOOR,
-            unit="ms",
-            note=f"{page_note}; {against('page')}; {how}",
-        ),
-        record(
-            title["campaign"],
-            big,
-            medians["campaign"],
-            medians["floor"],
-            CAMPAIGN_TARGET,
-            baseline_name=FLOOR,
-            unit="ms",
-            note=f"{campaign_note}; {against('campaign')}; {how}",
-        ),
-        record(
-            title["page_runs"],
-            campaigns,
+    # ours, baseline and note of each case, by the keys of rows().
+    figures = {
+        "page": (medians["page"], medians["floor"], f"{page_note}; {against('page')}; {how}"),
+        "campaign": (medians["campaign"], medians["floor"], f"{campaign_note}; {against('campaign')}; {how}"),
+        "page_runs": (
             medians["page"],
             medians["airflow_runs"],
-            BELOW_AIRFLOW_RUNS,
-            baseline_name=AIRFLOW_RUNS_LIST,
-            unit="ms",
-            note=f"page 1 as above, against Airflow's list of the {PAGE} newest runs of {campaigns:,}; {how}",
+            f"page 1 as above, against Airflow's list of the {PAGE} newest runs of {campaigns:,}; {how}",
         ),
-        record(
-            title["campaign_runs"],
-            big,
+        "campaign_runs": (
             medians["campaign"],
             medians["airflow_runs"],
-            BELOW_AIRFLOW_RUNS,
-            baseline_name=AIRFLOW_RUNS_LIST,
-            unit="ms",
-            note=f"the campaign's page as above, against Airflow's list of the {PAGE} newest runs; {how}",
+            f"the campaign's page as above, against Airflow's list of the {PAGE} newest runs; {how}",
         ),
-        record(
-            title["look"],
-            campaigns,
+        "look": (
             after["median_ms"],
             before["median_ms"],
-            REPORT,
-            baseline_name=LOOK_BEFORE,
-            unit="ms",
-            note=(
-                f"index_records() in its own transaction (nothing new to copy), median of {LOOKS} looks "
-                f"(min {after['min_ms']:.1f} ms); baseline: the same look before the records were pushed "
-                f"(min {before['min_ms']:.1f} ms); each API server looks every 5 s. The {campaigns:,} runs "
-                f"and records were made in {made:.0f} s, copied by the API server's indexer in "
-                f"{indexed:.0f} s"
-            ),
+            f"index_records() in its own transaction (nothing new to copy), median of {LOOKS} looks "
+            f"(min {after['min_ms']:.1f} ms); baseline: the same look before the records were pushed "
+            f"(min {before['min_ms']:.1f} ms); each API server looks every 5 s. The {campaigns:,} runs "
+            f"and records were made in {made:.0f} s, copied by the API server's indexer in "
+            f"{indexed:.0f} s",
         ),
-        record(
-            title["runs"],
-            campaigns,
+        "runs": (
             medians["airflow_runs"],
             medians["floor"],
-            REPORT,
-            baseline_name=FLOOR,
-            unit="ms",
-            note=(
-                f"the {PAGE} newest DAG runs of every DAG, as an admin (Airflow's list of this size), for "
-                f"scale; {against('airflow_runs')}; {how}"
-            ),
+            f"the {PAGE} newest DAG runs of every DAG, as an admin (Airflow's list of this size), for "
+            f"scale; {against('airflow_runs')}; {how}",
         ),
-        record(
-            title["dags"],
-            len(DAGS),
+        "dags": (
             medians["airflow_dags"],
             medians["floor"],
-            REPORT,
-            baseline_name=FLOOR,
-            unit="ms",
-            note=f"the DAGs page's list, as an admin, for scale; {against('airflow_dags')}; {how}",
+            f"the DAGs page's list, as an admin, for scale; {against('airflow_dags')}; {how}",
         ),
-        record(
-            title["floor"],
-            1,
+        "floor": (
             medians["floor"],
             medians["health"],
-            REPORT,
-            baseline_name=NOOP_GET,
-            unit="ms",
-            note=(
-                f"GET {API}?limit=1&dag_id={DAGS[0]}: the token's check (with Airflow's revoked-token "
-                f"lookup), one question to the auth manager about one DAG, one indexed statement, one "
-                f"campaign in JSON: what any route of this API pays, the baseline of the pages above; the "
-                f"no-op GET needs no login; {how}"
-            ),
+            f"GET {API}?limit=1&dag_id={DAGS[0]}: the token's check (with Airflow's revoked-token "
+            f"lookup), one question to the auth manager about one DAG, one indexed statement, one "
+            f"campaign in JSON: what any route of this API pays, the baseline of the pages above; the "
+            f"no-op GET needs no login; {how}",
         ),
+    }
+    return [
+        record(
+            title[key],
+            size,
+            figures[key][0],
+            figures[key][1],
+            target,
+            baseline_name=baseline,
+            unit="ms",
+            note=figures[key][2],
+        )
+        for key, (size, target, baseline) in rows(campaigns, big).items()
     ]
 
 

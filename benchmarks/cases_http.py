@@ -106,6 +106,12 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
         "requests.get per call (a new connection each time) + response.json()",
         "HttpHook(method='GET').run() + response.json()",
     )
+    notes = (
+        "SmsHook.get_webhook (one keep-alive session, answer validated into a Webhook) vs "
+        "requests.Session.get with the same headers + response.json()",
+        "vs requests.get per call, a new TCP connection each time, as the service's own Python SDK does",
+        "vs HttpHook(method='GET').run() on an http connection, + response.json()",
+    )
     if not sandbox_available():
         return [
             skipped(title, calls, target, SANDBOX_MISSING, baseline_name=baseline)
@@ -133,27 +139,12 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
         times = best_of(*(_repeat(side, calls) for side in sides), reps=reps)
         session.close()
     ours = times[0]
+    # Without the http provider there is no HttpHook side: zip stops before its row, skipped below.
     rows = [
-        record(
-            titles[0],
-            calls,
-            ours,
-            times[1],
-            targets[0],
-            baseline_name=baselines[0],
-            note="SmsHook.get_webhook (one keep-alive session, answer validated into a Webhook) vs "
-            "requests.Session.get with the same headers + response.json()",
-        ),
-        record(
-            titles[1],
-            calls,
-            ours,
-            times[2],
-            targets[1],
-            baseline_name=baselines[1],
-            note="vs requests.get per call, a new TCP connection each time, as the service's own "
-            "Python SDK does",
-        ),
+        record(title, calls, ours, baseline, target, baseline_name=baseline_name, note=note)
+        for title, baseline, target, baseline_name, note in zip(
+            titles, times[1:], targets, baselines, notes, strict=False
+        )
     ]
     if http_hook is None:
         rows.append(
@@ -163,18 +154,6 @@ def webhook_cases(calls: int, reps: int) -> list[Record]:
                 targets[2],
                 "apache-airflow-providers-http is not installed (pip install 'airflow-provider-sms[bench]')",
                 baseline_name=baselines[2],
-            )
-        )
-    else:
-        rows.append(
-            record(
-                titles[2],
-                calls,
-                ours,
-                times[3],
-                targets[2],
-                baseline_name=baselines[2],
-                note="vs HttpHook(method='GET').run() on an http connection, + response.json()",
             )
         )
     return rows

@@ -123,27 +123,15 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
         f"{report['seconds']:.1f} s, {report['poll_errors']} failed), then cancelled as the triggerer does; "
         f"the sandbox in its own process"
     )
-    return [
-        record(
-            names["lag"],
-            size,
+    figures = {
+        "lag": (
             report["lag_max_between_collections"] * 1000,
-            None,
-            targets["lag"],
-            baseline_name=NO_BASELINE,
-            unit="ms",
-            note=f"{how}; a 10 ms ticker task's worst late wake-up, less the garbage collector's full "
+            f"{how}; a 10 ms ticker task's worst late wake-up, less the garbage collector's full "
             "collections within it (next row: with them)",
         ),
-        record(
-            names["raw_lag"],
-            size,
+        "raw_lag": (
             report["lag_max"] * 1000,
-            None,
-            targets["raw_lag"],
-            baseline_name=NO_BASELINE,
-            unit="ms",
-            note=f"the ticker's worst late wake-up, full collections included: {report['full_collections']} "
+            f"the ticker's worst late wake-up, full collections included: {report['full_collections']} "
             f"full collection(s), the longest {report['full_collection_max'] * 1000:.0f} ms (each walks the "
             f"process's {report['tracked_objects']:,} tracked objects, Airflow's included); "
             f"{report['lags_over_200ms']} wake-up(s) over the 0.2 s at which Airflow's triggerer warns; "
@@ -151,53 +139,44 @@ def trigger_cases(webhooks: int, npai: int, entries: int, rounds: int, deadline:
             f"{report['step_max'] * 1000:.0f} ms, {report['step_max_between_collections'] * 1000:.0f} ms "
             f"outside full collections (that one: {report['longest_step']})",
         ),
-        record(
-            names["frozen_lag"],
-            size,
+        "frozen_lag": (
             frozen["lag_max"] * 1000,
-            None,
-            targets["frozen_lag"],
-            baseline_name=NO_BASELINE,
-            unit="ms",
-            note=f"the same load in a fresh interpreter that ran gc.collect() and gc.freeze() once Airflow "
+            f"the same load in a fresh interpreter that ran gc.collect() and gc.freeze() once Airflow "
             f"and the triggers' modules were imported (as Airflow's DAG processor does after its start-up; "
             f"its triggerer does not): {frozen['full_collections']} full collection(s), the longest "
             f"{frozen['full_collection_max'] * 1000:.0f} ms over {frozen['tracked_objects']:,} tracked "
             f"objects; the rest of the lag is the triggers'",
         ),
-        record(
-            names["rss"],
-            size,
+        "rss": (
             report["rss_growth"] / size,
-            None,
-            targets["rss"],
-            baseline_name=NO_BASELINE,
-            unit="bytes",
-            peak_memory=report["rss_growth"],
-            note=f"peak RSS (VmHWM) over the RSS once Airflow and the triggers' modules were imported "
+            f"peak RSS (VmHWM) over the RSS once Airflow and the triggers' modules were imported "
             f"({report['rss_base'] / 2**20:.0f} MiB), divided by the {size:,} triggers",
         ),
-        record(
-            names["sockets"],
-            size,
+        "sockets": (
             report["sockets_peak"],
-            None,
-            targets["sockets"],
-            baseline_name=NO_BASELINE,
-            unit="count",
-            note=f"sockets of the process, sampled every 50 ms, less those open before the triggers started "
+            f"sockets of the process, sampled every 50 ms, less those open before the triggers started "
             f"(the event loop's self-pipe); target: the async hook's pool "
             f"(MAX_CONNECTIONS = {MAX_CONNECTIONS}) for the one connection all triggers use; "
             f"{report['sockets_after']} socket(s) left in the process once the loop was closed",
         ),
-        record(
-            names["cpu"],
-            size,
+        "cpu": (
             report["cpu_per_poll"] * 1000,
-            None,
-            targets["cpu"],
-            baseline_name=NO_BASELINE,
-            unit="ms",
-            note="process CPU time (every thread) over the rounds, divided by the polls made",
+            "process CPU time (every thread) over the rounds, divided by the polls made",
         ),
+    }
+    # Only the RSS row reports a peak memory: the growth it divides.
+    peaks = {"rss": report["rss_growth"]}
+    return [
+        record(
+            names[key],
+            size,
+            figures[key][0],
+            None,
+            targets[key],
+            baseline_name=NO_BASELINE,
+            unit=units[key],
+            peak_memory=peaks.get(key),
+            note=figures[key][1],
+        )
+        for key in names
     ]

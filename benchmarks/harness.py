@@ -135,18 +135,8 @@ def skipped(
     name: str, size: int, target: Target, reason: str, *, baseline_name: str, unit: str = "s"
 ) -> Record:
     """A case that could not run here, with the reason in its note and the baseline it would have had."""
-    return Record(
-        name=name,
-        size=size,
-        unit=unit,
-        ours=None,
-        baseline=None,
-        baseline_name=baseline_name,
-        ratio=None,
-        peak_memory=None,
-        target=target.describe(unit),
-        met=None,
-        note=f"skipped: {reason}",
+    return record(
+        name, size, None, None, target, baseline_name=baseline_name, unit=unit, note=f"skipped: {reason}"
     )
 
 
