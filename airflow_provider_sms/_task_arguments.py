@@ -5,7 +5,7 @@ Used when a DAG file is parsed (the operators, sensors and notifier check their 
 transport a webhook id). DAG files import the task classes, which import this module and nothing else
 of the provider but the exceptions, so that parsing a DAG file does not load the models, the codec or
 the HTTP client. Keep it that way: at module level, no import of the provider's other modules here;
-the checks of literal messages and delays import the two light ones they need (``sms_parts``,
+the checks of literal messages and delays import the two light ones they need (``short_urls``,
 ``delay``) when a DAG file gives such a literal.
 """
 
@@ -57,7 +57,7 @@ def check_literal_message(message: object, delay: object) -> None:
         and isinstance(links, (list, tuple))
         and all(isinstance(link, str) and not is_template(link) for link in links)
     ):
-        from airflow_provider_sms.sms_parts import marker_mismatch
+        from airflow_provider_sms.short_urls import marker_mismatch
 
         problem = marker_mismatch(text, len(links))
         if problem:

@@ -33,7 +33,7 @@ from airflow_provider_sms._validation import quoted
 from airflow_provider_sms.delay import paris_wall_time, to_api_delay
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.phone_numbers import normalize_number
-from airflow_provider_sms.sms_parts import marker_mismatch
+from airflow_provider_sms.short_urls import marker_mismatch
 
 PushType = Literal["alert", "marketing"]
 

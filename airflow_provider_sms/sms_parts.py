@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from airflow_provider_sms.short_urls import SHORT_MARKER
+
 # GSM 03.38 basic character set (the escape character 0x1B excluded: it only introduces extensions).
 GSM7_BASIC = frozenset(
     "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
@@ -23,8 +25,6 @@ GSM7_BASIC = frozenset(
 GSM7_EXTENSION = frozenset("^{}\\[~]|€\f")
 SINGLE = {"GSM-7": 160, "UCS-2": 70}
 PER_PART = {"GSM-7": 153, "UCS-2": 67}
-# Where the service inserts a short URL in a text (one marker per link of the message).
-SHORT_MARKER = "<-short->"
 # Length counted for each short-URL marker; an estimate (e.g. "https://sms.to/Ab3xY9").
 SHORT_URL_LENGTH = 22
 # The service appends an unsubscribe (STOP) mention of this many characters to a marketing SMS sent
@@ -97,21 +97,3 @@ def count_parts(
     length += markers * short_url_length + (STOP_MENTION_LENGTH if stop_mention else 0)
     parts = 1 if length <= SINGLE[encoding] else math.ceil(length / PER_PART[encoding])
     return SmsParts(encoding=encoding, length=length, parts=parts, unicode_chars=unicode_chars)
-
-
-def marker_mismatch(text: str, links: int) -> str | None:
-    """What is wrong when ``text`` does not hold one ``<-short->`` marker per link, else None.
-
-    :param links: how many links the message gives.
-    """
-    markers = text.count(SHORT_MARKER)
-    if markers == links:
-        return None
-    fixes = (
-        "add the missing URL(s) to links, one per marker in order (each marker becomes a short URL to "
-        "its link), or remove the marker(s) without a link from the text"
-        if markers > links
-        else f"put a {SHORT_MARKER} marker in the text where each link's short URL goes, or remove the "
-        "link(s) without a marker from links"
-    )
-    return f"text has {markers} '{SHORT_MARKER}' marker(s) but {links} link(s) are given: {fixes}"

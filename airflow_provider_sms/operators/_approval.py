@@ -37,7 +37,8 @@ from airflow_provider_sms.models import FILTER_FIELDS
 from airflow_provider_sms.operators._campaign import parts_of
 from airflow_provider_sms.operators._send_guard import ApprovalRecord, approval_from
 from airflow_provider_sms.send_window import describe
-from airflow_provider_sms.sms_parts import SHORT_MARKER, has_stop_mention
+from airflow_provider_sms.short_urls import SHORT_MARKER
+from airflow_provider_sms.sms_parts import has_stop_mention
 
 if TYPE_CHECKING:
     import datetime as dt

@@ -26,7 +26,8 @@ from airflow_provider_sms.delay import API_FORMAT, PARIS
 from airflow_provider_sms.exceptions import SmsApiError
 from airflow_provider_sms.models import FILTER_FIELDS, CampaignResult, Message, NpaiEntry, Webhook
 from airflow_provider_sms.send_window import RULE, describe, effective_send_time, next_allowed
-from airflow_provider_sms.sms_parts import SHORT_MARKER, SHORT_URL_LENGTH, count_parts, has_stop_mention
+from airflow_provider_sms.short_urls import SHORT_MARKER
+from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts, has_stop_mention
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

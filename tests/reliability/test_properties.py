@@ -38,7 +38,7 @@ from airflow_provider_sms.models import (
 from airflow_provider_sms.sandbox import wire
 from airflow_provider_sms.sandbox.state import DEFAULT_SEEDS, SandboxConfig, SandboxState
 from airflow_provider_sms.sandbox.wire import CampaignRequest
-from airflow_provider_sms.sms_parts import SHORT_MARKER
+from airflow_provider_sms.short_urls import SHORT_MARKER
 
 if TYPE_CHECKING:
     from airflow_provider_sms.sandbox.server import SandboxServer

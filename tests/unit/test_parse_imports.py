@@ -22,9 +22,9 @@ ALLOWED = {
     # get_provider_info(), which Airflow reads to know the provider: the connection form's definition
     # (dataclasses, no dependency).
     "airflow_provider_sms.connection_form",
-    # Literal messages and delays are checked at parse time: the marker rule (a few lines, no
-    # dependency) and the delay's form (pendulum, which Airflow has already loaded).
-    "airflow_provider_sms.sms_parts",
+    # Literal messages and delays are checked at parse time: the short-URL marker rule (a few lines,
+    # no dependency) and the delay's form (pendulum, which Airflow has already loaded).
+    "airflow_provider_sms.short_urls",
     "airflow_provider_sms.delay",
     "airflow_provider_sms.operators",
     "airflow_provider_sms.operators.sms",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts, marker_mismatch
+from airflow_provider_sms.short_urls import marker_mismatch
+from airflow_provider_sms.sms_parts import SHORT_URL_LENGTH, count_parts
 
 
 @pytest.mark.parametrize(
