@@ -223,10 +223,13 @@ def _bytes(value: int | None) -> str:
     return f"{value / 1024:.0f} KiB"
 
 
-def child_figures(module: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Run ``python -m module *args`` in a fresh interpreter; the figures it prints last (a JSON line)."""
+def run_child(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``python *command`` in a fresh interpreter, from the project's root.
+
+    A child that fails raises RuntimeError with the end of its standard error.
+    """
     done = subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *command],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -235,6 +238,17 @@ def child_figures(module: str, args: list[str], env: dict[str, str], timeout: fl
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)[:200]} failed: {done.stderr[-3000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        shown = " ".join("<code>" if "\n" in part else part for part in command)
+        raise RuntimeError(f"python {shown[:200]} failed: {done.stderr[-3000:]}")
+    return done
+
+
+def last_json(output: str) -> dict[str, Any]:
+    """The figures a child prints last: its output's last line, a JSON object."""
+    figures: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return figures
+
+
+def child_figures(module: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module *args`` in a fresh interpreter; the figures it prints last (a JSON line)."""
+    return last_json(run_child(["-m", module, *args], env, timeout).stdout)
