@@ -47,6 +47,8 @@ REFUSED_POST = (
     "API server through the same clients, in the same rounds"
 )
 NOOP_GET = "the receiver's no-op GET .../_health on the same API server, through the same clients"
+# The DAG scheduled on sms_default's asset.
+CONSUMING_DAG = "sms_on_delivery_reports"
 NAMES = {
     "dag": "receive delivery reports, DAG on the asset, against a POST refused at its signature",
     "stored": "receive delivery reports, no asset event, against a POST refused at its signature",
@@ -71,9 +73,12 @@ class IngestSide:
     latencies: list[float] = field(default_factory=list)
     answers: dict[int, int] = field(default_factory=dict)
 
-    def per_call_ms(self, calls: int, *, best: bool = True) -> float:
-        """Milliseconds per call in the best round of ``calls`` calls (as every case keeps its best
-        repetition), or with ``best=False`` over all rounds."""
+    def per_call_ms(self, calls: int, *, best: bool = False) -> float:
+        """Milliseconds per call over all rounds of ``calls`` calls, or with ``best`` in the best one.
+
+        The rows take all rounds: under concurrent load the cheap baseline's best round drops further
+        than a stored side's, so a ratio of best rounds swings more than the cost it compares.
+        """
         seconds = min(self.rounds) if best else sum(self.rounds) / len(self.rounds)
         return seconds / calls * 1000
 
@@ -84,7 +89,8 @@ def ingest_rounds(deployment: Deployment, receiver: str, count: int) -> dict[str
     signature, and the no-op GET.
 
     After a side that stored reports, the round waits until the flusher has batched them (and made their
-    asset events), so that its work does not fall on the next side's calls.
+    asset events) and, after the DAG side, until the runs those events queued are done, so that its work
+    does not fall on the next side's calls.
     """
     chunk = count // ROUNDS
 
@@ -92,6 +98,8 @@ def ingest_rounds(deployment: Deployment, receiver: str, count: int) -> dict[str
         if side == "dag":
             done = post_reports(f"{receiver}/sms_default", report_bodies(chunk, first=first))
             cases_delivery_scale.wait_batched(deployment, "sms_default", timeout=120)
+            # The runs the asset events queue are the DAG side's work, not the next side's.
+            cases_delivery_scale.wait_runs_done(deployment, CONSUMING_DAG, timeout=300)
         elif side == "stored":
             done = post_reports(f"{receiver}/sms_unscheduled", report_bodies(chunk, first=count + first))
             cases_delivery_scale.wait_batched(deployment, "sms_unscheduled", timeout=120)
@@ -208,7 +216,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 api = f"http://127.0.0.1:{deployment.ports['api']}"
                 assert deployment.api is not None
                 # A DAG schedules on sms_default's asset, so that every report also records an asset event.
-                deployment.api.unpause("sms_on_delivery_reports")
+                deployment.api.unpause(CONSUMING_DAG)
                 receiver = f"{api}/sms/delivery-reports"
                 # Warm up every side: each connection's first calls (its settings read, its writer) are
                 # not what a report costs.
@@ -243,15 +251,15 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
     if answers != expected:
         return skipped_records(count, f"answers were not all as expected: {answers}")
     per_call = {side: figures.per_call_ms(size // ROUNDS) for side, figures in sides.items()}
-    over_all = {side: figures.per_call_ms(size // ROUNDS, best=False) for side, figures in sides.items()}
+    best = {side: figures.per_call_ms(size // ROUNDS, best=True) for side, figures in sides.items()}
     how = (
         f"{CONCURRENCY} concurrent clients, {ROUNDS} rounds of {size // ROUNDS:,} calls a side, the sides in "
-        "turn (the order reversed every other round), each round's stored reports batched before the next "
-        "side's calls; each side's best round"
+        "turn (the order reversed every other round), each round's stored reports batched (and the DAG runs "
+        "they queued done) before the next side's calls"
     )
 
-    def all_rounds(side: str) -> str:
-        return f"over all {ROUNDS} rounds {over_all[side] / over_all['refused']:.2f}x"
+    def best_rounds(side: str) -> str:
+        return f"each side's best round {best[side] / best['refused']:.2f}x"
 
     def against_get(side: str) -> str:
         return f"{per_call[side] / per_call['noop']:.2f}x the no-op GET _health"
@@ -270,7 +278,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 f"{1000 / per_call['dag']:.0f} reports/s, each checked, decoded and stored (group commit) "
                 f"before its 200 while the flusher makes the asset events (a DAG scheduled on the asset); "
                 f"baseline: the same POSTs refused at their signature, {1000 / per_call['refused']:.0f}/s; "
-                f"{all_rounds('dag')}; {against_get('dag')}; {how}"
+                f"{best_rounds('dag')}; {against_get('dag')}; {how}"
             ),
         ),
         record(
@@ -283,7 +291,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             unit="ms",
             note=(
                 f"{1000 / per_call['stored']:.0f} reports/s for a connection whose asset no DAG declares "
-                f"(stored only); {all_rounds('stored')}; {against_get('stored')}"
+                f"(stored only); {best_rounds('stored')}; {against_get('stored')}"
             ),
         ),
         record(

@@ -101,6 +101,21 @@ def wait_batched(deployment: Deployment, conn_id: str, timeout: float) -> float:
     raise RuntimeError(f"reports of {conn_id} still wait for a batch after {timeout:.0f} s")
 
 
+def wait_runs_done(deployment: Deployment, dag_id: str, timeout: float) -> float:
+    """Seconds until ``dag_id`` has no run queued on its assets' events and none queued or running."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        ((pending,),) = deployment.query(
+            "SELECT (SELECT count(*) FROM asset_dag_run_queue WHERE target_dag_id = :dag_id)"
+            " + (SELECT count(*) FROM dag_run WHERE dag_id = :dag_id AND state IN ('queued', 'running'))",
+            dag_id=dag_id,
+        )
+        if pending == 0:
+            return time.monotonic() - began
+        time.sleep(0.5)
+    raise RuntimeError(f"{dag_id} still has runs to make or finish after {timeout:.0f} s")
+
+
 def summary_times(url: str, headers: dict[str, str], campaigns: list[int], failed: bool) -> dict[int, float]:
     """Median milliseconds of the summary of each campaign, the campaigns' calls interleaved."""
     flag = "true" if failed else "false"
