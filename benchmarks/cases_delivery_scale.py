@@ -87,33 +87,41 @@ def load_campaign(deployment: Deployment, conn_id: str, campaign_id: int, number
     return int(deployment_child(deployment, "benchmarks.report_loader", *args)["stored"])
 
 
-def wait_batched(deployment: Deployment, conn_id: str, timeout: float) -> float:
-    """Seconds until no report of ``conn_id`` waits for a batch (the API server's flusher)."""
+def wait_none_left(
+    deployment: Deployment, count_sql: str, timeout: float, waiting_for: str, **params: Any
+) -> float:
+    """Seconds until ``count_sql`` (one count, on the metadata database) reads 0; RuntimeError naming
+    ``waiting_for`` after ``timeout``."""
     began = time.monotonic()
     while time.monotonic() - began < timeout:
-        ((waiting,),) = deployment.query(
-            "SELECT count(*) FROM sms_delivery_report WHERE conn_id = :conn_id AND batch IS NULL",
-            conn_id=conn_id,
-        )
-        if waiting == 0:
+        ((left,),) = deployment.query(count_sql, **params)
+        if left == 0:
             return time.monotonic() - began
         time.sleep(0.5)
-    raise RuntimeError(f"reports of {conn_id} still wait for a batch after {timeout:.0f} s")
+    raise RuntimeError(f"{waiting_for} after {timeout:.0f} s")
+
+
+def wait_batched(deployment: Deployment, conn_id: str, timeout: float) -> float:
+    """Seconds until no report of ``conn_id`` waits for a batch (the API server's flusher)."""
+    return wait_none_left(
+        deployment,
+        "SELECT count(*) FROM sms_delivery_report WHERE conn_id = :conn_id AND batch IS NULL",
+        timeout,
+        f"reports of {conn_id} still wait for a batch",
+        conn_id=conn_id,
+    )
 
 
 def wait_runs_done(deployment: Deployment, dag_id: str, timeout: float) -> float:
     """Seconds until ``dag_id`` has no run queued on its assets' events and none queued or running."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        ((pending,),) = deployment.query(
-            "SELECT (SELECT count(*) FROM asset_dag_run_queue WHERE target_dag_id = :dag_id)"
-            " + (SELECT count(*) FROM dag_run WHERE dag_id = :dag_id AND state IN ('queued', 'running'))",
-            dag_id=dag_id,
-        )
-        if pending == 0:
-            return time.monotonic() - began
-        time.sleep(0.5)
-    raise RuntimeError(f"{dag_id} still has runs to make or finish after {timeout:.0f} s")
+    return wait_none_left(
+        deployment,
+        "SELECT (SELECT count(*) FROM asset_dag_run_queue WHERE target_dag_id = :dag_id)"
+        " + (SELECT count(*) FROM dag_run WHERE dag_id = :dag_id AND state IN ('queued', 'running'))",
+        timeout,
+        f"{dag_id} still has runs to make or finish",
+        dag_id=dag_id,
+    )
 
 
 def summary_times(url: str, headers: dict[str, str], campaigns: list[int], failed: bool) -> dict[int, float]:
