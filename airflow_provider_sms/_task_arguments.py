@@ -3,10 +3,11 @@
 Used when a DAG file is parsed (the operators, sensors and notifier check their literal arguments in
 ``__init__``) and when a task runs (the rendered templates; the send window checks its mode, the
 transport a webhook id). DAG files import the task classes, which import this module and nothing else
-of the provider but the exceptions, so that parsing a DAG file does not load the models, the codec or
-the HTTP client. Keep it that way: at module level, no import of the provider's other modules here;
-the checks of literal messages and delays import the two light ones they need (``short_urls``,
-``delay``) when a DAG file gives such a literal.
+of the provider, so that parsing a DAG file does not load the models, the codec or the HTTP client,
+nor even the exceptions while the arguments are right. Keep it that way: at module level, no import
+of the provider's other modules here; the checks of literal messages and delays import the two light
+ones they need (``short_urls``, ``delay``) when a DAG file gives such a literal, and a wrong argument
+imports the exceptions (:func:`invalid_value`, :func:`invalid_field`).
 """
 
 from __future__ import annotations
@@ -14,21 +15,44 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Mapping
-from typing import Literal, cast
+from typing import TYPE_CHECKING, cast
 
-from airflow_provider_sms.exceptions import SmsValidationError
+if TYPE_CHECKING:
+    # The arguments' types exist for the type checker only: DAG files never pay for building them.
+    from typing import Literal
 
-SendWindowMode = Literal["postpone", "fail", "ignore"]
+    from airflow_provider_sms.exceptions import SmsValidationError
+
+    SendWindowMode = Literal["postpone", "fail", "ignore"]
+    OnCostExceeded = Literal["fail", "skip", "ask"]
+    InvalidNumbers = Literal["fail", "skip"]
+    OnDuplicate = Literal["fail", "skip", "send"]
+    OnNothingSent = Literal["fail", "warn"]
+
 SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
-OnCostExceeded = Literal["fail", "skip", "ask"]
-InvalidNumbers = Literal["fail", "skip"]
-OnDuplicate = Literal["fail", "skip", "send"]
-OnNothingSent = Literal["fail", "warn"]
 # Numbers per POST /send. Large enough that 200,000 numbers take 20 requests, small enough that one
 # request body stays near 300 KB (JSON) and a failed batch leaves little to check by hand.
 DEFAULT_BATCH_SIZE = 10_000
 # How long on_cost_exceeded="ask" waits for a person's answer before it takes "Do not send".
 DEFAULT_APPROVAL_TIMEOUT = dt.timedelta(hours=24)
+
+
+def invalid_value(field: str, value: object, rule: str) -> SmsValidationError:
+    """The error for ``field``'s bad ``value``, which names the field, the value and the ``rule``.
+
+    The exceptions' module is imported here, once an argument is wrong: DAG files import the task
+    classes, and the DAG processor imports them again at every parse, where nothing is wrong.
+    """
+    from airflow_provider_sms.exceptions import SmsValidationError
+
+    return SmsValidationError.for_value(field, value, rule)
+
+
+def invalid_field(field: str, message: str) -> SmsValidationError:
+    """The error for a bad ``field``, whose ``message`` says the value and the rule (imported as above)."""
+    from airflow_provider_sms.exceptions import SmsValidationError
+
+    return SmsValidationError.for_field(field, message)
 
 
 def is_template(value: object) -> bool:
@@ -62,7 +86,7 @@ def check_literal_message(message: object, delay: object) -> None:
         problem = marker_mismatch(text, len(links))
         if problem:
             field = "message.links" if links else "message.text"
-            raise SmsValidationError.for_field(field, f"{field}: {problem}")
+            raise invalid_field(field, f"{field}: {problem}")
     for field, value in (("delay", delay), ("message.delay", message_delay)):
         if value not in (None, "") and (isinstance(value, (str, dt.datetime))) and not is_template(value):
             from airflow_provider_sms.delay import parse_instant
@@ -73,7 +97,7 @@ def check_literal_message(message: object, delay: object) -> None:
 def check_send_window(value: object) -> SendWindowMode:
     """``value`` as a send-window mode, or SmsValidationError naming ``send_window``."""
     if value not in SEND_WINDOW_MODES:
-        raise SmsValidationError.for_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
+        raise invalid_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
     return cast("SendWindowMode", value)
 
 
@@ -85,14 +109,14 @@ def check_on_cost_exceeded(value: object) -> OnCostExceeded:
     before any request, with the same text.
     """
     if value not in ("fail", "skip", "ask"):
-        raise SmsValidationError.for_value("on_cost_exceeded", value, "use 'fail', 'skip' or 'ask'")
+        raise invalid_value("on_cost_exceeded", value, "use 'fail', 'skip' or 'ask'")
     if value == "ask":
         from airflow_provider_sms._compat import airflow_3_1_or_later
 
         if not airflow_3_1_or_later():
             from airflow import __version__
 
-            raise SmsValidationError.for_value(
+            raise invalid_value(
                 "on_cost_exceeded",
                 value,
                 "'ask' waits for a person's answer through Airflow's human-in-the-loop, which needs "
@@ -119,7 +143,7 @@ def check_approvers(value: object) -> list[dict[str, str]] | None:
             user_id = str(item["id"]).strip()
             users.append({"id": user_id, "name": str(item.get("name") or user_id)})
         else:
-            raise SmsValidationError.for_value(
+            raise invalid_value(
                 "approvers",
                 item,
                 "each approver is an Airflow user: a user name (simple auth manager) or a dict "
@@ -133,7 +157,7 @@ def check_approval_timeout(value: object) -> dt.timedelta | None:
     if value is None:
         return None
     if not isinstance(value, dt.timedelta) or value <= dt.timedelta(0):
-        raise SmsValidationError.for_value(
+        raise invalid_value(
             "approval_timeout", value, "must be a positive datetime.timedelta, or None to wait without limit"
         )
     return value
@@ -142,7 +166,7 @@ def check_approval_timeout(value: object) -> dt.timedelta | None:
 def check_on_duplicate(value: object) -> OnDuplicate:
     """``value`` as what a send does when the same campaign was already sent, or SmsValidationError."""
     if value not in ("fail", "skip", "send"):
-        raise SmsValidationError.for_value("on_duplicate", value, "use 'fail', 'skip' or 'send'")
+        raise invalid_value("on_duplicate", value, "use 'fail', 'skip' or 'send'")
     return value  # narrowed to OnDuplicate by the test above
 
 
@@ -153,21 +177,21 @@ def check_on_nothing_sent(value: object) -> OnNothingSent:
     refuses to send rather than dropping the check.
     """
     if value not in ("fail", "warn"):
-        raise SmsValidationError.for_value("on_nothing_sent", value, "use 'fail' or 'warn'")
+        raise invalid_value("on_nothing_sent", value, "use 'fail' or 'warn'")
     return value  # narrowed to OnNothingSent by the test above
 
 
 def check_batch_size(value: object) -> int:
     """``value`` as a batch size (an integer >= 1), or SmsValidationError naming ``batch_size``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SmsValidationError.for_value("batch_size", value, "must be an integer >= 1")
+        raise invalid_value("batch_size", value, "must be an integer >= 1")
     return value
 
 
 def check_min_entries(value: object) -> int:
     """``value`` as the NPAI sensor's ``min_entries`` (an integer >= 1), or SmsValidationError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SmsValidationError.for_value("min_entries", value, "must be an integer of at least 1")
+        raise invalid_value("min_entries", value, "must be an integer of at least 1")
     return value
 
 
@@ -175,7 +199,7 @@ def check_webhook_id(value: object) -> str:
     """``value`` as a webhook id (not blank, no ``/``), or SmsValidationError naming ``webhook_id``."""
     text = str(value).strip()
     if not text or "/" in text:
-        raise SmsValidationError.for_value("webhook_id", text, "give the webhook's id")
+        raise invalid_value("webhook_id", text, "give the webhook's id")
     return text
 
 
@@ -190,17 +214,17 @@ def check_audience(operator: str, audience: str | None, *, recipients: object, l
     other = "lists" if audience == "recipients" else "recipients"
     if given[other]:
         hint = "SmsSendListsOperator" if other == "lists" else "SmsSendOperator"
-        raise SmsValidationError.for_field(
+        raise invalid_field(
             other, f"{other}: {operator} sends to {audience} only; use {hint} to send to {other}"
         )
     if not given[audience]:
-        raise SmsValidationError.for_field(audience, f"{audience}: {operator} needs {audience}; none given")
+        raise invalid_field(audience, f"{audience}: {operator} needs {audience}; none given")
 
 
 def check_invalid_numbers(value: object) -> InvalidNumbers:
     """``value`` as what to do with numbers failing local validation, or SmsValidationError."""
     if value not in ("fail", "skip"):
-        raise SmsValidationError.for_value("invalid_numbers", value, "use 'fail' or 'skip'")
+        raise invalid_value("invalid_numbers", value, "use 'fail' or 'skip'")
     return value  # narrowed to InvalidNumbers by the test above
 
 
@@ -210,7 +234,7 @@ def check_final_share(value: object) -> float:
         with contextlib.suppress(ValueError):
             value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise SmsValidationError.for_value(
+        raise invalid_value(
             "min_final_share", value, "must be a share of the messages, above 0 and at most 1 (e.g. 0.95)"
         )
     return float(value)
@@ -236,7 +260,7 @@ def check_wait_has_count(campaign: object, expected: object) -> None:
         given = f"campaign={campaign!r}"
     else:
         return
-    raise SmsValidationError.for_field(
+    raise invalid_field(
         "expected",
         f"expected: {given} gives campaign ids but not how many messages were sent; pass "
         "campaign=send.output (the send's result, which carries the count) or give expected",

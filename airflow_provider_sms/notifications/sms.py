@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._task_arguments import SendWindowMode, check_send_window
-from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
+from airflow_provider_sms._task_arguments import check_send_window
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow.providers.common.compat.sdk import Context
 
+    from airflow_provider_sms._task_arguments import SendWindowMode
+    from airflow_provider_sms.exceptions import SmsError
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import PushType
 
@@ -132,6 +133,7 @@ class SmsNotifier(BaseNotifier):
     def _send(self) -> SmsError | None:
         """Send the rendered SMS once and log it; the error that fails the notification, if any, with
         no frame of the hook's (the caller raises it)."""
+        from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
         from airflow_provider_sms.send_window import apply_marketing_rules
 
         data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
-from airflow_provider_sms._task_arguments import OnCostExceeded, OnDuplicate, check_on_duplicate
+from airflow_provider_sms._task_arguments import check_on_duplicate
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import (
     SmsApiError,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from airflow.providers.common.compat.sdk import Context
 
+    from airflow_provider_sms._task_arguments import OnCostExceeded, OnDuplicate
     from airflow_provider_sms.models import CampaignResult
     from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard
     from airflow_provider_sms.send_window import Logger

@@ -7,9 +7,9 @@ not templates) and hand the run on: :mod:`._campaign` validates everything befor
 stage by stage (the duplicate check, the gates or the approval, the batches under the send guard, the
 campaign record).
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments`, the
-exceptions and the extra link (:mod:`airflow_provider_sms.campaigns.link`); the hook, the models and
-the send guard are imported when a task runs.
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
+extra link (:mod:`airflow_provider_sms.campaigns.link`); the exceptions, the hook, the models and the
+send guard are imported when a task runs.
 """
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ from airflow_provider_sms import DEFAULT_CONN_ID
 from airflow_provider_sms._task_arguments import (
     DEFAULT_APPROVAL_TIMEOUT,
     DEFAULT_BATCH_SIZE,
-    InvalidNumbers,
-    OnCostExceeded,
-    OnDuplicate,
-    OnNothingSent,
-    SendWindowMode,
     check_approval_timeout,
     check_approvers,
     check_audience,
@@ -42,7 +37,6 @@ from airflow_provider_sms._task_arguments import (
     is_template,
 )
 from airflow_provider_sms.campaigns.link import SmsCampaignLink
-from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -50,6 +44,13 @@ if TYPE_CHECKING:
 
     from airflow.providers.common.compat.sdk import Context
 
+    from airflow_provider_sms._task_arguments import (
+        InvalidNumbers,
+        OnCostExceeded,
+        OnDuplicate,
+        OnNothingSent,
+        SendWindowMode,
+    )
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import Message
     from airflow_provider_sms.operators._approval import ApprovalSpec
@@ -71,6 +72,8 @@ def task_errors(method: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(method)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        from airflow_provider_sms.exceptions import SmsError
+
         try:
             return method(*args, **kwargs)
         except (SmsError, AirflowFailException) as exc:
@@ -426,6 +429,8 @@ class SmsSendBaseOperator(SmsBaseOperator):
         The send is over (recorded in the guard and the campaign record): this reads its answer, and
         the failure is not retried (:func:`~._campaign_run.task_failure`).
         """
+        from airflow_provider_sms.exceptions import SmsNothingSentError
+
         if self.on_nothing_sent == "warn":
             error = SmsNothingSentError(result, "The campaign", "The task succeeds: on_nothing_sent='warn'.")
             self.log.warning("%s", error)

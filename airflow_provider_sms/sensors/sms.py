@@ -9,8 +9,8 @@ error (connection, 429, 5xx, after the hook's own retries) only means "not yet":
 falls at (counted from the task's start, as Airflow counts it in poke mode) and ends itself there, so
 the wait ends on time in the triggerer and under ``airflow dags test`` alike.
 
-DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments` and the
-exceptions; the hook, the models, the wait conditions and the triggers are imported when a task runs.
+DAG files import this module, so it imports only :mod:`airflow_provider_sms._task_arguments`; the
+exceptions, the hook, the models, the wait conditions and the triggers are imported when a task runs.
 Each sensor's ``execute_complete`` reads the event of its trigger, whose shapes are
 :mod:`airflow_provider_sms._trigger_events`.
 """
@@ -38,13 +38,7 @@ from airflow_provider_sms._task_arguments import (
     check_min_entries,
     check_wait_has_count,
     check_webhook_id,
-)
-from airflow_provider_sms.exceptions import (
-    SmsAuthError,
-    SmsError,
-    SmsNotFoundError,
-    SmsTransportError,
-    SmsValidationError,
+    invalid_value,
 )
 
 if TYPE_CHECKING:
@@ -146,6 +140,8 @@ class SmsBaseSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         """Check the input, then wait here (poke/reschedule) or in the triggerer (deferrable)."""
+        from airflow_provider_sms.exceptions import SmsValidationError
+
         self._started = self.first_start(context)
         try:
             self.check_inputs()
@@ -163,6 +159,13 @@ class SmsBaseSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         """One check; failures that waiting cannot cure end the task at once."""
+        from airflow_provider_sms.exceptions import (
+            SmsAuthError,
+            SmsNotFoundError,
+            SmsTransportError,
+            SmsValidationError,
+        )
+
         try:
             return self.check_once()
         except (SmsNotFoundError, SmsAuthError, SmsValidationError, AirflowNotFoundException) as exc:
@@ -181,6 +184,7 @@ class SmsBaseSensor(BaseSensorOperator):
         :param event: what the trigger yielded (an old trigger's event may lack some keys).
         """
         from airflow_provider_sms._trigger_events import FATAL_ERRORS
+        from airflow_provider_sms.exceptions import SmsError
 
         message = event.get("message") or f"the trigger ended with {event!r}"
         if event["status"] == "timeout":
@@ -227,7 +231,7 @@ class SmsWebhookSensor(SmsBaseSensor):
         """The webhook id must be one (no empty id, no slash) and the expected status non-blank."""
         check_webhook_id(self.webhook_id)
         if not isinstance(self.expected_status, str) or not self.expected_status.strip():
-            raise SmsValidationError.for_value(
+            raise invalid_value(
                 "expected_status", self.expected_status, "give the status to wait for, e.g. 'live'"
             )
 
@@ -403,7 +407,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
         self.expected = expected
         self.min_final_share = min_final_share
         if not isinstance(deadline, timedelta) or deadline <= timedelta(0):
-            raise SmsValidationError.for_value("deadline", deadline, "must be a positive timedelta")
+            raise invalid_value("deadline", deadline, "must be a positive timedelta")
         self.deadline = deadline
         # Not templated when literal: checked now, so a DAG with a bad value fails when it is parsed.
         if not isinstance(min_final_share, str):

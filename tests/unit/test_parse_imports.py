@@ -17,6 +17,7 @@ import pytest
 # What a DAG file may load of the provider when it imports the task classes.
 ALLOWED = {
     "airflow_provider_sms",
+    # Only with a literal delay (``delay`` raises its errors) or a wrong argument: see the test below.
     "airflow_provider_sms.exceptions",
     "airflow_provider_sms._task_arguments",
     # get_provider_info(), which Airflow reads to know the provider: the connection form's definition
@@ -51,16 +52,18 @@ from airflow_provider_sms.sensors.sms import SmsDeliveryReportsSensor, SmsNpaiSe
 from airflow_provider_sms.notifications.sms import SmsNotifier
 from airflow.sdk import DAG
 with DAG("parse_imports", schedule=None):
-    SmsSimulateOperator(task_id="simulate", message="Hi", lists=[1])
-    SmsSendOperator(
-        task_id="send", message="Hi", recipients=["33612345678"], max_cost=10, delay="2030-01-07 10:00:00"
-    )
+    SmsSimulateOperator(task_id="simulate", message="Hi", lists=[1], delay="{{ ds }} 10:00:00")
     SmsSendListsOperator(task_id="send_lists", message="Hi", lists=[1], on_cost_exceeded="skip")
     SmsWebhookSensor(task_id="webhook", webhook_id="1", deferrable=True)
     SmsNpaiSensor(task_id="npai", campaign_id="{{ ti.xcom_pull('send')['ticket'] }}", min_entries=2)
     SmsDeliveryReportsSensor(task_id="delivery", campaign="{{ ti.xcom_pull('send') }}", deferrable=True)
     SmsNotifier(text="failed", recipients=["33612345678"])
-print(json.dumps({"new": sorted(set(sys.modules) - before), "all": sorted(sys.modules)}))
+    right_arguments = sorted(sys.modules)
+    SmsSendOperator(
+        task_id="send", message="Hi", recipients=["33612345678"], max_cost=10, delay="2030-01-07 10:00:00"
+    )
+new = sorted(set(sys.modules) - before)
+print(json.dumps({"new": new, "all": sorted(sys.modules), "right": right_arguments}))
 """
 
 
@@ -76,6 +79,16 @@ def loaded() -> dict[str, list[str]]:
 def test_dag_files_load_only_the_light_provider_modules(loaded: dict[str, list[str]]) -> None:
     ours = {name for name in loaded["all"] if name.split(".")[0] == "airflow_provider_sms"}
     assert ours <= ALLOWED, f"loaded at parse time: {sorted(ours - ALLOWED)}"
+
+
+def test_right_arguments_do_not_load_the_exceptions(loaded: dict[str, list[str]]) -> None:
+    """Every task class built with right arguments (templated delays): the errors are not imported.
+
+    The DAG processor imports the task classes at every parse of every DAG file that uses them; the
+    exceptions are imported when an argument is wrong, or with ``delay`` for a literal delay.
+    """
+    assert "airflow_provider_sms.exceptions" not in loaded["right"]
+    assert "airflow_provider_sms.exceptions" in loaded["all"]  # the literal delay, built last
 
 
 @pytest.mark.parametrize("module", HEAVY_THIRD_PARTY)
