@@ -259,7 +259,11 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
     )
 
     def best_rounds(side: str) -> str:
-        return f"each side's best round {best[side] / best['refused']:.2f}x"
+        per_round = ", ".join(
+            f"{ours / refused:.2f}"
+            for ours, refused in zip(sides[side].rounds, sides["refused"].rounds, strict=True)
+        )
+        return f"each side's best round {best[side] / best['refused']:.2f}x; round by round {per_round}"
 
     def against_get(side: str) -> str:
         return f"{per_call[side] / per_call['noop']:.2f}x the no-op GET _health"
