@@ -258,7 +258,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
         "they queued done) before the next side's calls"
     )
 
-    def best_rounds(side: str) -> str:
+    def round_figures(side: str) -> str:
         per_round = ", ".join(
             f"{ours / refused:.2f}"
             for ours, refused in zip(sides[side].rounds, sides["refused"].rounds, strict=True)
@@ -282,7 +282,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 f"{1000 / per_call['dag']:.0f} reports/s, each checked, decoded and stored (group commit) "
                 f"before its 200 while the flusher makes the asset events (a DAG scheduled on the asset); "
                 f"baseline: the same POSTs refused at their signature, {1000 / per_call['refused']:.0f}/s; "
-                f"{best_rounds('dag')}; {against_get('dag')}; {how}"
+                f"{round_figures('dag')}; {against_get('dag')}; {how}"
             ),
         ),
         record(
@@ -295,7 +295,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
             unit="ms",
             note=(
                 f"{1000 / per_call['stored']:.0f} reports/s for a connection whose asset no DAG declares "
-                f"(stored only); {best_rounds('stored')}; {against_get('stored')}"
+                f"(stored only); {round_figures('stored')}; {against_get('stored')}"
             ),
         ),
         record(
