@@ -28,7 +28,10 @@ OWN_IMPORT_MS = 15.0
 PROVIDER = "airflow_provider_sms"
 EXAMPLE_DAG = ROOT / "dags_examples" / "sms_weekly_campaign.py"
 # The parse cases' baselines.
-STAND_INS = "the same file, the provider's classes replaced by EmptyOperator stand-ins (same DAGs)"
+STAND_INS = (
+    "the same file, the provider's classes replaced by EmptyOperator stand-ins holding the same templated "
+    "values (same DAGs)"
+)
 LITERAL_TWIN = "a generated twin: the same DAG and task ids, every task an EmptyOperator, no params"
 # Children compile each module once and reuse the bytecode, as an installed deployment does (.pyc
 # files), even where PYTHONDONTWRITEBYTECODE is set; the cache lives outside the source tree.
@@ -48,10 +51,14 @@ print(time.perf_counter() - start)
 # left out here) before it starts parsing; it pre-imports the airflow.* modules the file names, then a
 # forked child runs the processor's own `_parse_file`: the file's execution (importing this provider's
 # modules is part of it) and the serialization of its DAGs. Only that call is timed.
-# With a JSON map of stand-ins as second argument ({module: {name: "operator" | "notifier"}}), the
-# provider's modules are replaced, before timing, by modules whose classes are Airflow's
-# EmptyOperator (or a no-op notifier) taking the same arguments: the same file then builds the same
-# DAG out of Airflow's own classes, and the difference is what the provider costs.
+# With a JSON map of stand-ins as second argument ({module: {name: [kind, payload]}}: an "operator"
+# with its templated fields, a "notifier", or a constant "value" the file uses as it is) and the
+# templated values of the provider's tasks as third ({dag_id: {task_id: {field: value}}}, as their
+# serialization wrote them), the provider's modules are replaced, before timing, by modules whose
+# classes are Airflow's EmptyOperator (or a no-op notifier) taking the same arguments and holding the
+# same templated values: the same file then builds the same DAG out of Airflow's own classes, Airflow
+# serializes the same templated fields on both sides (it reads its configuration for each, whoever's
+# operator it is), and the difference is what the provider costs.
 _PARSE_CHILD = """
 import gc, importlib, json, sys, time, types
 from pathlib import Path
@@ -68,9 +75,17 @@ for name in iter_airflow_imports(path):
     importlib.import_module(name)
 if len(sys.argv) > 2:
 
+    templated = json.loads(sys.argv[3])
+
     class StandInOperator(EmptyOperator):
         def __init__(self, *, task_id, **kwargs):
             super().__init__(task_id=task_id)
+            # What the provider's task holds in its templated fields: what the file gives (XComArgs
+            # included, so the dependencies they make are the same), else what its serialization wrote.
+            held = templated.get(self.dag_id, {}).get(self.task_id, {})
+            for field in self.template_fields:
+                if field in kwargs or field in held:
+                    setattr(self, field, kwargs.get(field, held.get(field)))
 
     class StandInNotifier(BaseNotifier):
         def __init__(self, *args, **kwargs):
@@ -88,8 +103,13 @@ if len(sys.argv) > 2:
         for depth in range(1, len(parts)):
             sys.modules.setdefault(".".join(parts[:depth]), types.ModuleType(".".join(parts[:depth])))
         module = types.ModuleType(module_name)
-        for name, kind in names.items():
-            setattr(module, name, kinds[kind])
+        for name, (kind, payload) in names.items():
+            if kind == "value":
+                setattr(module, name, payload)
+            elif payload:
+                setattr(module, name, type(name, (kinds[kind],), {"template_fields": tuple(payload)}))
+            else:
+                setattr(module, name, kinds[kind])
         sys.modules[module_name] = module
 # The request's fields differ between Airflow 3 releases (3.0 has a requests_fd, later ones a bundle_name).
 fields = {"file": path, "bundle_path": Path(path).parent, "bundle_name": "bench", "requests_fd": 0}
@@ -106,6 +126,10 @@ shape = []
 for serialized in sorted(result.serialized_dags, key=lambda dag: dag.dag_id):
     dag = serialized.data["dag"]
     tasks = [task["__var"] for task in dag["tasks"]]
+    templated = {
+        task["task_id"]: {field: task[field] for field in task.get("template_fields", ()) if field in task}
+        for task in tasks
+    }
     timetable = dag["timetable"].get("__var") or {}
     upstream = {task["task_id"]: [] for task in tasks}
     for task in tasks:
@@ -118,6 +142,7 @@ for serialized in sorted(result.serialized_dags, key=lambda dag: dag.dag_id):
             "tasks": [
                 {"task_id": task["task_id"], "upstream": sorted(upstream[task["task_id"]])} for task in tasks
             ],
+            "templated": templated,
         }
     )
 print(json.dumps({"seconds": elapsed, "dags": shape}))
@@ -223,35 +248,41 @@ def _importtime(code: str) -> list[tuple[str, int]]:
     return rows
 
 
-def stand_ins(path: Path) -> dict[str, dict[str, str]]:
-    """What the DAG file imports from this provider, by module: each name an operator or a notifier.
+def stand_ins(path: Path) -> dict[str, dict[str, tuple[str, Any]]]:
+    """What the DAG file imports from this provider, by module: each name an operator (with the class's
+    templated fields: a stand-in for it holds the same), a notifier, or a constant used as it is.
 
-    Read from the file's ``from airflow_provider_sms... import`` statements; a name that is neither an
-    operator (or sensor) nor a notifier (e.g. ``SmsHook`` used in a ``@task``) cannot be stood in for,
-    and is refused: the comparison would not be of the same DAG.
+    Read from the file's ``from airflow_provider_sms... import`` statements; any other name (e.g.
+    ``SmsHook`` used in a ``@task``) cannot be stood in for, and is refused: the comparison would not
+    be of the same DAG.
     """
     from airflow.providers.common.compat.sdk import BaseNotifier, BaseOperator
 
-    found: dict[str, dict[str, str]] = defaultdict(dict)
+    found: dict[str, dict[str, tuple[str, Any]]] = defaultdict(dict)
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("airflow_provider_sms"):
             continue
         module = importlib.import_module(node.module or "")
         for alias in node.names:
             value = getattr(module, alias.name)
+            name = alias.asname or alias.name
             if isinstance(value, type) and issubclass(value, BaseOperator):
-                found[module.__name__][alias.asname or alias.name] = "operator"
+                found[module.__name__][name] = ("operator", list(value.template_fields))
             elif isinstance(value, type) and issubclass(value, BaseNotifier):
-                found[module.__name__][alias.asname or alias.name] = "notifier"
+                found[module.__name__][name] = ("notifier", [])
+            elif isinstance(value, (str, int, float, bool)):
+                found[module.__name__][name] = ("value", value)
             else:
-                raise ValueError(f"{path}: cannot stand in for {node.module}.{alias.name} (not a task class)")
+                raise ValueError(f"{path}: cannot stand in for {node.module}.{alias.name} (not a task class or a constant)")
     return dict(found)
 
 
-def _parse(
-    path: Path, airflow_home: str, replaced: dict[str, dict[str, str]] | None = None
-) -> dict[str, Any]:
-    args = (str(path), json.dumps(replaced)) if replaced is not None else (str(path),)
+StandIns = tuple[dict[str, dict[str, tuple[str, Any]]], dict[str, Any]]
+
+
+def _parse(path: Path, airflow_home: str, stand_in: StandIns | None = None) -> dict[str, Any]:
+    """One parse in a fresh child; ``stand_in``: the stand-ins' map and the templated values they hold."""
+    args = (str(path), *map(json.dumps, stand_in)) if stand_in is not None else (str(path),)
     return last_json(_child(_PARSE_CHILD, *args, airflow_home=airflow_home).stdout)
 
 
@@ -289,8 +320,9 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
 
     Timed: the processor's own parse of one file (the file's execution and the serialization of its
     DAGs) in a process prepared as the processor's manager prepares it. Target: the same file with
-    this provider's classes replaced by Airflow's EmptyOperator (same DAG, same params, same ``@task``
-    functions): the difference is the provider's imports, task construction and serialization. Report
+    this provider's classes replaced by Airflow's EmptyOperator holding the same templated values (same
+    DAG, same params, same ``@task`` functions, the same templated fields for Airflow to serialize): the
+    difference is the provider's imports, task construction and serialization. Report
     only: a generated file with the same DAG ids, task ids and dependencies, every task an
     EmptyOperator and no params (the literal baseline, which also charges us the file's own DAG-level
     features).
@@ -310,7 +342,8 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
                 skipped(literal_name, 0, REPORT, reason, baseline_name=LITERAL_TWIN),
             ]
         replaced = stand_ins(path)
-        if _parse(path, home, replaced)["dags"] != first["dags"]:
+        stand_in = (replaced, {dag["dag_id"]: dag["templated"] for dag in first["dags"]})
+        if _parse(path, home, stand_in)["dags"] != first["dags"]:
             raise RuntimeError(f"{path}: the stand-in parse does not build the same DAGs")
         twin = Path(folder) / f"{path.stem}_twin.py"
         twin.write_text(twin_source(first["dags"]))
@@ -318,7 +351,7 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
         ours = baseline = literal = float("inf")
         for _ in range(reps):
             ours = min(ours, _parse(path, home)["seconds"])
-            baseline = min(baseline, _parse(path, home, replaced)["seconds"])
+            baseline = min(baseline, _parse(path, home, stand_in)["seconds"])
             literal = min(literal, _parse(twin, home)["seconds"])
     classes = ", ".join(sorted(name for names in replaced.values() for name in names))
     how = (
@@ -336,7 +369,8 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
             target,
             baseline_name=STAND_INS,
             note=f"{path}, {tasks} tasks, vs the same file with {classes} replaced by EmptyOperator "
-            f"stand-ins taking the same arguments (checked to build the same DAGs); {how}",
+            f"stand-ins taking the same arguments and holding the same templated values (checked to build "
+            f"the same DAGs, templated values included); {how}",
         ),
         record(
             literal_name,
