@@ -273,7 +273,8 @@ def stand_ins(path: Path) -> dict[str, dict[str, tuple[str, Any]]]:
             elif isinstance(value, (str, int, float, bool)):
                 found[module.__name__][name] = ("value", value)
             else:
-                raise ValueError(f"{path}: cannot stand in for {node.module}.{alias.name} (not a task class or a constant)")
+                what = f"{node.module}.{alias.name}"
+                raise ValueError(f"{path}: cannot stand in for {what} (not a task class or a constant)")
     return dict(found)
 
 
