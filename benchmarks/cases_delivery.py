@@ -214,6 +214,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
         return skipped_records(count, f"the deployment harness is not importable ({exc})")
     from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 
+    calls = INGEST_CALLS_PER_REPORT * count
     with tempfile.TemporaryDirectory(prefix="bench-deployment-") as root:
         try:
             with running_deployment(Path(root), TEST_TOKEN) as deployment:
@@ -224,7 +225,6 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                 receiver = f"{api}/sms/delivery-reports"
                 # Warm up every side: each connection's first calls (its settings read, its writer) are
                 # not what a report costs.
-                calls = INGEST_CALLS_PER_REPORT * count
                 post_reports(f"{receiver}/sms_default", report_bodies(200, first=calls * 2))
                 post_reports(f"{receiver}/sms_unscheduled", report_bodies(200, first=calls * 3))
                 post_reports(
@@ -251,7 +251,7 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
         except DeploymentError as exc:
             return skipped_records(count, f"the deployment did not start ({exc})")
     answers = {side: figures.answers for side, figures in sides.items()}
-    size = INGEST_CALLS_PER_REPORT * count // ROUNDS * ROUNDS
+    size = calls // ROUNDS * ROUNDS
     expected = {"dag": {200: size}, "stored": {200: size}, "refused": {403: size}, "noop": {200: size}}
     if answers != expected:
         return skipped_records(count, f"answers were not all as expected: {answers}")

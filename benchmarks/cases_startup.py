@@ -248,7 +248,13 @@ def _importtime(code: str) -> list[tuple[str, int]]:
     return rows
 
 
-def stand_ins(path: Path) -> dict[str, dict[str, tuple[str, Any]]]:
+# What stands in for the provider's names, by module: each name's kind and its payload (see _PARSE_CHILD).
+StandInMap = dict[str, dict[str, tuple[str, Any]]]
+# The map and the templated values the stand-ins hold ({dag_id: {task_id: {field: value}}}).
+StandIns = tuple[StandInMap, dict[str, Any]]
+
+
+def stand_ins(path: Path) -> StandInMap:
     """What the DAG file imports from this provider, by module: each name an operator (with the class's
     templated fields: a stand-in for it holds the same), a notifier, or a constant used as it is.
 
@@ -258,7 +264,7 @@ def stand_ins(path: Path) -> dict[str, dict[str, tuple[str, Any]]]:
     """
     from airflow.providers.common.compat.sdk import BaseNotifier, BaseOperator
 
-    found: dict[str, dict[str, tuple[str, Any]]] = defaultdict(dict)
+    found: StandInMap = defaultdict(dict)
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("airflow_provider_sms"):
             continue
@@ -276,9 +282,6 @@ def stand_ins(path: Path) -> dict[str, dict[str, tuple[str, Any]]]:
                 what = f"{node.module}.{alias.name}"
                 raise ValueError(f"{path}: cannot stand in for {what} (not a task class or a constant)")
     return dict(found)
-
-
-StandIns = tuple[dict[str, dict[str, tuple[str, Any]]], dict[str, Any]]
 
 
 def _parse(path: Path, airflow_home: str, stand_in: StandIns | None = None) -> dict[str, Any]:
@@ -354,7 +357,9 @@ def dag_parse_cases(path: Path, reps: int) -> list[Record]:
             ours = min(ours, _parse(path, home)["seconds"])
             baseline = min(baseline, _parse(path, home, stand_in)["seconds"])
             literal = min(literal, _parse(twin, home)["seconds"])
-    classes = ", ".join(sorted(name for names in replaced.values() for name in names))
+    classes = ", ".join(
+        sorted(name for names in replaced.values() for name, (kind, _) in names.items() if kind != "value")
+    )
     how = (
         f"fresh interpreter each time, min of {reps}, prepared as the DAG processor's manager prepares one "
         "(processor loaded, collector's heap frozen, the airflow.* imports the file names pre-imported), "
