@@ -92,8 +92,14 @@ def _message_xml(message: Message) -> str:
     return "".join(parts)
 
 
-def _is_plain(number: str) -> bool:
-    return number.isdigit() and number.isascii()
+def _all_digits(recipients: Sequence[str | Recipient]) -> bool:
+    """Whether every recipient is a string of ASCII digits: checked on them joined, in one scan."""
+    try:
+        digits = "".join(recipients)  # type: ignore[arg-type]
+    except TypeError:  # a Recipient among them
+        return False
+    # An empty string among digits passes too, and needs no escaping either.
+    return digits.isdigit() and digits.isascii()
 
 
 def encode_send(message: Message, recipients: Sequence[str | Recipient], fmt: WireFormat) -> bytes:
@@ -119,8 +125,8 @@ def encode_send(message: Message, recipients: Sequence[str | Recipient], fmt: Wi
 def _json_gsm(recipients: Sequence[str | Recipient]) -> str:
     # Validated numbers are ASCII digits and need no escaping: joining them is what makes a
     # million-number body cheap. Anything else goes through json.dumps.
-    if all(type(item) is str for item in recipients) and all(map(_is_plain, recipients)):  # type: ignore[arg-type]
-        return '{"value":"' + '"},{"value":"'.join(recipients) + '"}' if recipients else ""  # type: ignore[arg-type]
+    if _all_digits(recipients):
+        return '{"value":"' + '"},{"value":"'.join(recipients) + '"}'  # type: ignore[arg-type]
     items = []
     for item in recipients:
         if isinstance(item, Recipient):
@@ -134,8 +140,8 @@ def _json_gsm(recipients: Sequence[str | Recipient]) -> str:
 
 
 def _xml_gsm(recipients: Sequence[str | Recipient]) -> str:
-    if all(type(item) is str for item in recipients) and all(map(_is_plain, recipients)):  # type: ignore[arg-type]
-        return "<gsm>" + "</gsm><gsm>".join(recipients) + "</gsm>" if recipients else ""  # type: ignore[arg-type]
+    if _all_digits(recipients):
+        return "<gsm>" + "</gsm><gsm>".join(recipients) + "</gsm>"  # type: ignore[arg-type]
     items = []
     for item in recipients:
         if isinstance(item, Recipient):

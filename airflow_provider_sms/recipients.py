@@ -17,7 +17,13 @@ from pydantic import ValidationError
 from airflow_provider_sms._validation import build, format_errors, join_errors
 from airflow_provider_sms.exceptions import SmsValidationError
 from airflow_provider_sms.models import ListRef, Recipient
-from airflow_provider_sms.phone_numbers import VALID_NUMBER, NumberRuleError, normalize_number, quoted_masked
+from airflow_provider_sms.phone_numbers import (
+    VALID_NUMBER,
+    NumberRuleError,
+    all_valid_numbers,
+    normalize_number,
+    quoted_masked,
+)
 
 # How many bad numbers an error message quotes before summarising the rest.
 _EXAMPLES = 5
@@ -111,6 +117,8 @@ def parse_recipients(
     """
     if isinstance(items, (str, bytes, Mapping, Recipient)):
         items = [items]  # type: ignore[list-item]
+    if isinstance(items, (list, tuple)) and all_valid_numbers(items):
+        return list(items)
     prepared: list[str | Recipient] = []
     bad = rejected if rejected is not None else RejectedRecipients(field)
     bad_before = bad.count

@@ -20,8 +20,8 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
-from typing import IO, TYPE_CHECKING, Any, TypeGuard
+from itertools import chain, islice
+from typing import IO, TYPE_CHECKING, Any, TypeGuard, cast
 
 from airflow_provider_sms._validation import quoted
 from airflow_provider_sms.exceptions import SmsValidationError
@@ -42,6 +42,8 @@ FILE_FORMAT = (
     "file with a header and other columns, give the numbers' column: recipients_column='phone'"
 )
 _FIGURES = ("cost", "total", "sent", *FILTER_FIELDS)
+# Lines of a recipients file read at a time after its first row.
+_BLOCK_LINES = 4096
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,9 @@ class RecipientSource:
         self._source = recipients
         # Where an open file was when given: reading starts there.
         self._start = recipients.tell() if _is_file(recipients) else 0
-        # What plan() found valid, one recipient a line, and the batch size it was cut for.
+        # What plan() found valid, one recipient a line, and the length of each batch's text in it.
         self._valid: IO[str] | None = None
-        self._size = 0
+        self._lengths: list[int] = []
         self.allow_gsmsmsid = allow_gsmsmsid
         self.field = field
         self.skip_invalid = invalid_numbers == "skip"
@@ -154,16 +156,21 @@ class RecipientSource:
         errors: list[str] = []
         rejected = RejectedRecipients(self.field) if self.skip_invalid else None
         audience = NumberSetDigest()
-        # Deleted when closed or collected; kept open for the passes that follow.
-        valid = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+        lengths: list[int] = []
+        # Deleted when closed or collected; kept open for the passes that follow. No newline translation:
+        # a batch is read back by its length in characters.
+        valid = tempfile.TemporaryFile("w+", encoding="utf-8", newline="")  # noqa: SIM115
         for batch, dropped in self._walk(size, errors=errors, rejected=rejected):
             batches += 1
             recipients += len(batch)
             duplicates = dropped
             audience.add(batch)
             # One write per batch, not per number: a text file encodes each write apart.
-            lines = [item if type(item) is str else item.model_dump_json() for item in batch]  # type: ignore[union-attr]
-            valid.write("\n".join(lines) + "\n")
+            try:
+                text = "\n".join(batch)  # type: ignore[arg-type]  # numbers only: the usual batch
+            except TypeError:  # recipients with a gsmsmsid among them
+                text = "\n".join(item if type(item) is str else item.model_dump_json() for item in batch)  # type: ignore[union-attr]
+            lengths.append(valid.write(text))
         if errors:
             valid.close()
             more = len(errors) - _QUOTED_BATCHES
@@ -184,7 +191,7 @@ class RecipientSource:
             raise SmsValidationError.for_field(self.field, message)
         if self._valid is not None:
             self._valid.close()
-        self._valid, self._size = valid, size
+        self._valid, self._lengths = valid, lengths
         return BatchPlan(
             batches=batches,
             recipients=recipients,
@@ -201,15 +208,14 @@ class RecipientSource:
         if self._valid is None:
             raise RuntimeError("RecipientSource.batches() reads what plan() checked: call plan() first")
         self._valid.seek(0)
-        lines = iter(self._valid)
-        index = 0
-        # Numbers are read back as they were written, checked already; a recipient line is JSON.
-        while batch := [
-            Recipient.model_validate_json(line) if line[0] == "{" else line[:-1]
-            for line in islice(lines, self._size)
-        ]:
-            yield index, batch
-            index += 1
+        for index, length in enumerate(self._lengths):
+            # Numbers are read back as they were written, checked already; a recipient line is JSON.
+            text = self._valid.read(length)
+            lines = text.split("\n")
+            if "{" not in text:
+                yield index, cast("list[str | Recipient]", lines)
+                continue
+            yield index, [Recipient.model_validate_json(line) if line[0] == "{" else line for line in lines]
 
     def _walk(
         self, size: int, *, errors: list[str], rejected: RejectedRecipients | None = None
@@ -309,8 +315,22 @@ def _csv_rows(text: IO[str], field: str, column: str | None) -> Iterator[Any]:
                 f"a telephone number. {FILE_FORMAT}",
             )
         yield _recipient(first)
-    # The other rows straight from the reader: a lone number, the usual row of a million-number file,
-    # is yielded without building a list of cells (twice as fast).
+    # The other rows, a block of lines at a time. A block with no comma and no quote holds one number a
+    # line, cut without the reader (twice as fast: the usual block of a million-number file). The reader
+    # starts where the block begins, which is a row's start: no quote was opened before it.
+    while block := list(islice(text, _BLOCK_LINES)):
+        lines = "".join(block)
+        if '"' in lines:  # a quoted cell may span lines: the reader takes the rest of the file
+            yield from _reader_rows(csv.reader(chain(block, text)))
+            return
+        if "," in lines:
+            yield from _reader_rows(csv.reader(block))
+        else:
+            yield from filter(None, map(str.strip, block))
+
+
+def _reader_rows(reader: Iterator[list[str]]) -> Iterator[Any]:
+    """The recipients of a CSV reader's rows; blank rows skipped."""
     for row in reader:
         if len(row) == 1:
             if number := row[0].strip():
