@@ -47,6 +47,7 @@ class Sizes:
     reps: int
     http_reps: int
     process_reps: int
+    parse_reps: int
     reports: int
     campaigns: int
 
@@ -63,6 +64,8 @@ FULL = Sizes(
     reps=5,
     http_reps=3,
     process_reps=7,
+    # The provider's share of a parse is no bigger than what a minimum of 7 parses moves between runs.
+    parse_reps=15,
     reports=10_000,
     campaigns=10_000,
 )
@@ -79,6 +82,7 @@ QUICK = Sizes(
     reps=2,
     http_reps=1,
     process_reps=2,
+    parse_reps=2,
     reports=0,
     campaigns=0,
 )
@@ -104,7 +108,7 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
             cases_startup.import_case(sizes.process_reps),
             cases_startup.own_import_case(sizes.process_reps),
         ],
-        "dag": lambda: cases_startup.dag_parse_cases(dag, sizes.process_reps),
+        "dag": lambda: cases_startup.dag_parse_cases(dag, sizes.parse_reps),
         "delivery": lambda: delivery_cases(sizes),
     }
 
