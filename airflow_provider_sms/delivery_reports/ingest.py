@@ -1,9 +1,9 @@
 """Reports in at storage speed: concurrent calls share one INSERT and one commit. Not public API.
 
-Each receiving call hands its report to :class:`GroupCommit` and waits. While the commits under way
-(two at most) run, the reports of the calls arriving meanwhile gather; the next commit takes them all
-(up to ``max_rows``) in one multi-row INSERT. Every call is answered only after the commit that holds
-its report, so nothing acknowledged is lost; a commit that fails is each of its calls' 503, which the
+Each receiving call hands its report to :class:`GroupCommit` and waits. While one commit is under way,
+the reports of the calls arriving meanwhile gather; the next commit takes them all (up to
+``max_rows``) in one multi-row INSERT. Every call is answered only after the commit that holds its
+report, so nothing acknowledged is lost; a commit that fails is each of its calls' 503, which the
 service retries.
 """
 
@@ -35,9 +35,6 @@ KEEP_IDLE = 5.0
 KEEP_AT_MOST = 60.0
 # How long closing the receiver waits for a commit under way before leaving its connection be.
 CLOSE_WAIT = 5.0
-# Commits under way at once: a report arriving during a commit starts the next one instead of waiting
-# for all of it. Each is a database connection the writer keeps.
-COMMITS = 2
 
 
 class StoreFailed(Exception):
@@ -77,62 +74,39 @@ def write_reports(
 
 
 class ReportWriter:
-    """The receiver's writer: :func:`write_reports` on database connections it keeps between commits.
+    """The receiver's writer: :func:`write_reports` on a database connection it keeps between commits.
 
     A connection taken from Airflow's pool is pinged first (``[database] sql_alchemy_pool_pre_ping``):
-    a round trip to the database per commit. The writer keeps one connection for each commit that may
-    be under way at once (``connections``), without that ping, while it commits often; a kept connection
-    left :data:`KEEP_IDLE` seconds without a commit, kept :data:`KEEP_AT_MOST` seconds in all, or on
-    which a commit failed is given back, and a fresh (pinged) one taken. A connection the database
-    dropped between two close commits fails the next commit on it (its calls are answered 503, which
-    the service retries); the commit after it gets a new connection. A call made while every kept
-    connection is busy takes one from the pool.
-
-    :param connections: how many connections it keeps (the group commit's commits under way at once).
+    a round trip to the database per commit. The writer keeps its connection, without that ping, while
+    it commits often; after :data:`KEEP_IDLE` seconds without a commit, :data:`KEEP_AT_MOST` seconds in
+    all, or any failure, it gives the connection back and takes a fresh (pinged) one. A connection the
+    database dropped between two close commits fails the next commit (its calls are answered 503,
+    which the service retries); the commit after it gets a new connection. A call made while the kept
+    connection is busy (group commit off: each call commits alone, at once) takes one from the pool.
     """
 
-    def __init__(self, connections: int = COMMITS) -> None:
-        self.flush_rows: set[str] = set()
-        self._kept = [_KeptConnection() for _ in range(connections)]
-
-    def __call__(self, reports: Sequence[Pending]) -> list[bool]:
-        for kept in self._kept:
-            if kept.lock.acquire(blocking=False):
-                try:
-                    return kept.write(reports, self.flush_rows)
-                finally:
-                    kept.lock.release()
-        return write_reports(reports, self.flush_rows)
-
-    def close(self) -> None:
-        """Give the kept connections back to the pool, once the commits under way (if any) are done."""
-        for kept in self._kept:
-            if kept.lock.acquire(timeout=CLOSE_WAIT):
-                try:
-                    kept.give_back()
-                finally:
-                    kept.lock.release()
-
-
-class _KeptConnection:
-    """One connection a :class:`ReportWriter` keeps between commits; ``lock`` held by the commit on it."""
-
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.flush_rows: set[str] = set()
         self._connection: Connection | None = None
         self._used_at = self._taken_at = 0.0
+        self._lock = threading.Lock()
 
-    def write(self, reports: Sequence[Pending], flush_rows: set[str]) -> list[bool]:
-        connection = self._fresh_enough()
+    def __call__(self, reports: Sequence[Pending]) -> list[bool]:
+        if not self._lock.acquire(blocking=False):
+            return write_reports(reports, self.flush_rows)
         try:
-            stored = write_reports(reports, flush_rows, connection)
-        except BaseException:
-            self.give_back()
-            raise
-        self._used_at = time.monotonic()
-        return stored
+            connection = self._kept()
+            try:
+                stored = write_reports(reports, self.flush_rows, connection)
+            except BaseException:
+                self._give_back()
+                raise
+            self._used_at = time.monotonic()
+            return stored
+        finally:
+            self._lock.release()
 
-    def _fresh_enough(self) -> Connection:
+    def _kept(self) -> Connection:
         engine = airflow_engine()
         connection = self._connection
         if connection is not None and (
@@ -142,14 +116,22 @@ class _KeptConnection:
             or time.monotonic() - self._used_at >= KEEP_IDLE
             or time.monotonic() - self._taken_at >= KEEP_AT_MOST
         ):
-            self.give_back()
+            self._give_back()
             connection = None
         if connection is None:
             connection = self._connection = engine.connect()
             self._taken_at = time.monotonic()
         return connection
 
-    def give_back(self) -> None:
+    def close(self) -> None:
+        """Give the kept connection back to the pool, once the commit under way (if any) is done."""
+        if self._lock.acquire(timeout=CLOSE_WAIT):
+            try:
+                self._give_back()
+            finally:
+                self._lock.release()
+
+    def _give_back(self) -> None:
         # Back to the pool, which discards it if the database dropped it.
         connection, self._connection = self._connection, None
         if connection is not None:
@@ -167,24 +149,15 @@ def _is_data_error(exc: BaseException) -> bool:
 class GroupCommit:
     """Shares commits between concurrent calls; with ``max_rows=1`` each call commits alone.
 
-    A second commit may start while one is under way: a report that arrives then is not kept waiting
-    for the whole of a commit it is not in. Commits under way may end in any order (their calls are
-    each answered after their own), as those of several API servers do.
-
-    :param write: stores a list of reports in one transaction, returning for each whether it is new;
-        called from up to ``commits`` threads at once.
+    :param write: stores a list of reports in one transaction, returning for each whether it is new.
     :param max_rows: the most reports in one commit.
-    :param commits: the most commits under way at once.
     """
 
-    def __init__(
-        self, write: Callable[[Sequence[Pending]], list[bool]], max_rows: int = 500, commits: int = COMMITS
-    ) -> None:
+    def __init__(self, write: Callable[[Sequence[Pending]], list[bool]], max_rows: int = 500) -> None:
         self._write = write
         self._max_rows = max_rows
-        self._commits = commits
         self._waiting: list[tuple[str, DeliveryReport, asyncio.Future[bool | StoreFailed]]] = []
-        self._writers: set[asyncio.Task[None]] = set()
+        self._writer: asyncio.Task[None] | None = None
 
     async def store(self, conn_id: str, report: DeliveryReport) -> bool:
         """Store ``report``; True once committed, False when it was stored before; raises StoreFailed."""
@@ -193,8 +166,8 @@ class GroupCommit:
         else:
             future: asyncio.Future[bool | StoreFailed] = asyncio.get_running_loop().create_future()
             self._waiting.append((conn_id, report, future))
-            if len(self._writers) < self._commits:
-                self._writers.add(asyncio.create_task(self._write_waiting()))
+            if self._writer is None:
+                self._writer = asyncio.create_task(self._write_waiting())
             # Shielded: a caller that hangs up does not cancel the commit its report shares with others.
             outcome = await asyncio.shield(future)
         if isinstance(outcome, StoreFailed):
@@ -210,9 +183,7 @@ class GroupCommit:
                     if not future.done():
                         future.set_result(outcome)
         finally:
-            # Here, not in a done callback: a call arriving before that callback ran would find every
-            # writer counted and none left to take its report.
-            self._writers.discard(asyncio.current_task())
+            self._writer = None
 
     async def _commit(self, reports: list[Pending]) -> list[bool | StoreFailed]:
         """Each report's outcome: new, duplicate, or the failure its call is answered 503 for."""

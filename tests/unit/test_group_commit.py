@@ -7,7 +7,6 @@ import datetime as dt
 import threading
 from typing import TYPE_CHECKING
 
-import pytest
 from sqlalchemy.exc import DataError, OperationalError
 
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, Pending, StoreFailed
@@ -15,6 +14,8 @@ from airflow_provider_sms.models import DeliveryReport
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import pytest
 
 
 def report(index: int) -> DeliveryReport:
@@ -104,7 +105,7 @@ def test_a_caller_that_hangs_up_does_not_cancel_the_others_commit() -> None:
     async def scenario() -> list[bool | BaseException]:
         group = GroupCommit(writer)
         first = asyncio.ensure_future(group.store("sms_default", report(0)))
-        await asyncio.sleep(0.01)  # the first commit is under way; these two share a second one
+        await asyncio.sleep(0.01)  # the first commit is under way; these two wait for the next
         leaving = asyncio.ensure_future(group.store("sms_default", report(1)))
         staying = asyncio.ensure_future(group.store("sms_default", report(2)))
         await asyncio.sleep(0.01)
@@ -114,56 +115,3 @@ def test_a_caller_that_hangs_up_does_not_cancel_the_others_commit() -> None:
     assert asyncio.run(scenario()) == [True, True]
     # The report of the call that hung up was committed all the same (its retry is a duplicate).
     assert writer.commits == [[report(0).destination], [report(1).destination, report(2).destination]]
-
-
-class Overlaps(Writer):
-    """A :class:`Writer` that also records the most commits it ran at once."""
-
-    def __init__(self, delay: float) -> None:
-        super().__init__(delay)
-        self.running = self.most = 0
-
-    def __call__(self, reports: Sequence[Pending]) -> list[bool]:
-        with self.lock:
-            self.running += 1
-            self.most = max(self.most, self.running)
-        try:
-            return super().__call__(reports)
-        finally:
-            with self.lock:
-                self.running -= 1
-
-
-@pytest.mark.parametrize("commits", [1, 2, 3])
-def test_a_report_arriving_during_a_commit_starts_another_up_to_the_limit(commits: int) -> None:
-    writer = Overlaps(delay=0.1)
-
-    async def scenario() -> list[bool | BaseException]:
-        group = GroupCommit(writer, commits=commits)
-        calls = []
-        for index in range(4):  # each arrives while the commits before it are under way
-            calls.append(asyncio.ensure_future(group.store("sms_default", report(index))))
-            await asyncio.sleep(0.02)
-        return await asyncio.gather(*calls, return_exceptions=True)
-
-    assert asyncio.run(scenario()) == [True] * 4
-    assert writer.most == commits
-    # Every report committed once; those that found every commit slot taken shared the next commit.
-    assert sorted(number for commit in writer.commits for number in commit) == [
-        report(index).destination for index in range(4)
-    ]
-    assert len(writer.commits) == {1: 2, 2: 3, 3: 4}[commits]
-
-
-def test_calls_made_one_after_another_each_find_a_writer() -> None:
-    writer = Writer(delay=0.0)
-
-    async def scenario() -> list[bool]:
-        group = GroupCommit(writer, commits=1)
-        results = []
-        for index in range(20):  # each call made right as the writer of the one before finishes
-            results.append(await group.store("sms_default", report(index)))
-        return results
-
-    outcomes = asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-    assert outcomes == [index % 10 != 7 for index in range(20)]

@@ -93,7 +93,7 @@ def test_a_connection_dropped_by_the_database_fails_that_commit_503_and_the_next
 
     assert asyncio.run(post(1)) == [True]
     # The database ends the kept connection between two commits (a restart, an idle timeout).
-    kept = writer._kept[0]._connection
+    kept = writer._connection
     assert kept is not None
     kept.connection.dbapi_connection.close()  # type: ignore[union-attr]
 
@@ -111,28 +111,12 @@ def test_a_connection_dropped_by_the_database_fails_that_commit_503_and_the_next
     writer.close()
 
 
-def test_two_commits_under_way_each_have_a_kept_connection(database: Engine) -> None:
-    writer = ReportWriter(connections=2)
+def test_a_call_while_the_kept_connection_is_busy_takes_one_from_the_pool(database: Engine) -> None:
+    writer = ReportWriter()
     writer([("sms_default", report(1))])
-    with writer._kept[0].lock:  # a commit under way on the first: the second commit takes the other
+    with writer._lock:  # another commit under way (group commit off: each call commits alone)
         assert writer([("sms_default", report(2))]) == [True]
-    with writer._kept[0].lock:
-        assert writer([("sms_default", report(3))]) == [True]
-    writer([("sms_default", report(4))])
-    # Each kept connection checked out (pinged) once, whichever commit used it after.
     assert database.checkouts == 2
-    assert database.stored() == 4
-    writer.close()
-
-
-def test_a_call_while_every_kept_connection_is_busy_takes_one_from_the_pool(database: Engine) -> None:
-    writer = ReportWriter(connections=2)
-    writer([("sms_default", report(1))])
-    with writer._kept[0].lock, writer._kept[1].lock:  # two commits under way (or group commit off)
-        assert writer([("sms_default", report(2))]) == [True]
-        assert writer([("sms_default", report(3))]) == [True]
-    # The kept one, then one from the pool for each call made while both were busy.
-    assert database.checkouts == 3
-    assert database.stored() == 3
+    assert database.stored() == 2
     writer.close()
     writer.close()  # closing twice is harmless
