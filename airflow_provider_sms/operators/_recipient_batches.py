@@ -316,14 +316,14 @@ def _csv_rows(text: IO[str], field: str, column: str | None) -> Iterator[Any]:
             )
         yield _recipient(first)
     # The other rows, a block of lines at a time. A block with no comma and no quote holds one number a
-    # line, cut without the reader (twice as fast: the usual block of a million-number file). The reader
-    # starts where the block begins, which is a row's start: no quote was opened before it.
+    # line (the usual block of a big campaign's file) and is cut without the reader. The reader starts
+    # where a block begins, which is a row's start: no quote was opened before it.
     while block := list(islice(text, _BLOCK_LINES)):
-        lines = "".join(block)
-        if '"' in lines:  # a quoted cell may span lines: the reader takes the rest of the file
+        block_text = "".join(block)
+        if '"' in block_text:  # a quoted cell may span lines: the reader takes the rest of the file
             yield from _reader_rows(csv.reader(chain(block, text)))
             return
-        if "," in lines:
+        if "," in block_text:
             yield from _reader_rows(csv.reader(block))
         else:
             yield from filter(None, map(str.strip, block))
