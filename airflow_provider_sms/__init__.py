@@ -52,33 +52,26 @@ def get_provider_info() -> dict[str, Any]:
         # The provider's tables, made by `airflow db migrate` (Airflow 3.2 and later read this key;
         # before, [database] external_db_managers names the manager).
         "db-managers": ["airflow_provider_sms.db_manager.SmsProviderDBManager"],
-        # Read by the send operators (the campaign register), `python -m airflow_provider_sms prune`, and
-        # the delivery-report receiver on the API server.
+        # Read by the send operators (their claims), `python -m airflow_provider_sms prune`, and the
+        # delivery-report receiver on the API server.
         "config": {
             "sms": {
-                "description": "Never twice across runs: the campaign register and the lifetime of records; "
+                "description": "Never twice across runs: the claims' window and the lifetime of records; "
                 "how the API server stores delivery reports.",
                 "options": {
                     "duplicate_window_minutes": {
-                        "description": "Two sends of the same message to the same recipients on the same "
-                        "connection are the same campaign when their delivery times (the delay, or the "
-                        "send time) are closer than this; the second is refused unless on_duplicate says.",
+                        "description": "Two sends of the same message on the same connection are for the "
+                        "same slot when their delivery times (the delay, or the send time) are closer than "
+                        "this: a number the first sent to is left out of the second (a send to the same "
+                        "lists is refused) unless on_duplicate says.",
                         "version_added": "0.1.0",
                         "type": "float",
                         "example": "120",
                         "default": "60",
                     },
-                    "duplicate_check_settle_seconds": {
-                        "description": "How long a send's claim in the campaign register settles before "
-                        "it is read back (two sends claiming at once: the overwritten one is refused).",
-                        "version_added": "0.1.0",
-                        "type": "float",
-                        "example": "2",
-                        "default": "1",
-                    },
                     "record_retention_days": {
                         "description": "How long after its task instance ended `python -m "
-                        "airflow_provider_sms prune` keeps a send guard.",
+                        "airflow_provider_sms prune` keeps a send guard (claims go once past the window).",
                         "version_added": "0.1.0",
                         "type": "float",
                         "example": "90",

@@ -1,4 +1,4 @@
-"""``python -m airflow_provider_sms prune``: delete old send guards and campaign registers;
+"""``python -m airflow_provider_sms prune``: delete old send guards and claims;
 ``python -m airflow_provider_sms prune-delivery-reports``: delete old campaigns' delivery reports.
 
 Run them where ``airflow variables`` works (they use Airflow's metadata database), e.g. daily from cron
@@ -30,10 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     prune = commands.add_parser(
         "prune",
-        help="delete send guards and campaign registers past their lifetime",
+        help="delete send guards and claims past their lifetime",
         description="Delete the send guards of task instances that ended longer ago than --older-than "
-        "(never one whose task may still run or retry), and the campaign registers with no entry left in "
-        "the duplicate window. Unreadable records are kept and listed.",
+        "(never one whose task may still run or retry), and the claims (with their numbers) delivered "
+        "before the duplicate window. Unreadable guards are kept and listed.",
     )
     _add_prune_options(
         prune,

@@ -1,6 +1,6 @@
-"""Creates and migrates every table of the provider (the delivery reports' and the campaigns page's)
-as part of ``airflow db migrate``. Not public API but for its dotted path, which Airflow's configuration
-may name.
+"""Creates and migrates every table of the provider (the delivery reports', the campaigns page's and the
+claim store's) as part of ``airflow db migrate``. Not public API but for its dotted path, which Airflow's
+configuration may name.
 
 Airflow 3.2 and later find this manager through ``db-managers`` in the provider's info; Airflow 3.0
 and 3.1 run it only when ``[database] external_db_managers`` names it (see the "Delivery reports" page):
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from airflow.utils.db_manager import BaseDBManager
 
+from airflow_provider_sms.api_server import claims as claim_tables
 from airflow_provider_sms.campaigns import tables as campaign_tables
 from airflow_provider_sms.delivery_reports import tables as delivery_report_tables
 
@@ -20,7 +21,9 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 # Both modules declare their tables on one MetaData: one migration chain for all of them.
 metadata = delivery_report_tables.metadata
 # Every table of the provider (Airflow's own are never touched).
-TABLE_NAMES = tuple(table.name for table in (*delivery_report_tables.TABLES, *campaign_tables.TABLES))
+TABLE_NAMES = tuple(
+    table.name for table in (*delivery_report_tables.TABLES, *campaign_tables.TABLES, *claim_tables.TABLES)
+)
 # The manager's dotted path, and the one it had when it held the delivery reports' tables only (which
 # Airflow's configuration may still name: both name this manager).
 DB_MANAGER_PATH = "airflow_provider_sms.db_manager.SmsProviderDBManager"

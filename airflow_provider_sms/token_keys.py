@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 READ_KEY = b"airflow-provider-sms/delivery-reports/summary"
 CAMPAIGN_RECORD = b"airflow-provider-sms/campaign-record/v1"
 APPROVAL = b"airflow-provider-sms/send-approval/v1"
+# The claim store's routes on the API server, and the key of the numbers' digests a claim keeps.
+CLAIMS = b"airflow-provider-sms/claims/v1"
+NUMBER_DIGEST = b"airflow-provider-sms/number-digest/v1"
 # What a signature of a task instance's record covers, by purpose: the record under its name, beside
 # the task instance under its own (the names are part of the signed bytes: they never change).
 _TASK_FIELDS: dict[bytes, tuple[str, str]] = {

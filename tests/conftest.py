@@ -171,9 +171,10 @@ def latest_run(home: Path, dag_id: str) -> str:
 
 
 def forget_campaigns(home: Path) -> None:
-    """Delete the campaign registers (``sms_campaign:`` Variables) of the SQLite database in ``home``."""
+    """Delete the claims (the claim store's rows) of the SQLite database in ``home``."""
     with sqlite3.connect(home / "airflow.db") as db:
-        db.execute("DELETE FROM variable WHERE key LIKE 'sms_campaign:%'")
+        for table in ("sms_claim_number", "sms_claim", "sms_claim_lock"):
+            db.execute(f"DELETE FROM {table}")  # our own table names
 
 
 class MemoryVariables:
@@ -195,21 +196,48 @@ class MemoryVariables:
 
 
 def use_memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Point the send guard and the campaign register at an empty in-memory Variable store.
-
-    One process writes it, so a claim of the campaign register needs no time to settle.
-    """
-    from airflow_provider_sms.operators import _campaign_register as register
+    """Point the send guard at an empty in-memory Variable store, and the claim store at an empty
+    database of its own (:func:`use_claim_store`)."""
     from airflow_provider_sms.operators import _send_guard as guard
 
     monkeypatch.setattr(MemoryVariables, "store", {})
-    for module in (guard, register):
-        monkeypatch.setattr(module, "Variable", MemoryVariables)
-    monkeypatch.setenv("AIRFLOW__SMS__DUPLICATE_CHECK_SETTLE_SECONDS", "0")
+    monkeypatch.setattr(guard, "Variable", MemoryVariables)
+    use_claim_store(monkeypatch)
     return MemoryVariables.store
+
+
+def use_claim_store(monkeypatch: pytest.MonkeyPatch, url: str | None = None) -> Any:
+    """Point this process's Airflow ORM at a database holding the claim store's tables, empty: a send
+    task run in this process (``execute()``) claims there, as under ``airflow dags test``.
+
+    :param url: the database (a new SQLite file when None). Returns its engine.
+    """
+    import tempfile
+
+    from airflow import settings
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    from airflow_provider_sms.api_server.claims import TABLES, metadata
+
+    if url is None:
+        url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='sms-claims-')) / 'claims.db'}"
+    arguments = (
+        {"connect_args": {"check_same_thread": False, "timeout": 30}} if url.startswith("sqlite") else {}
+    )
+    engine = create_engine(url, **arguments)
+    metadata.create_all(engine, tables=list(TABLES))
+    with engine.begin() as connection:
+        for table in reversed(TABLES):
+            connection.execute(table.delete())
+    factory = sessionmaker(engine, expire_on_commit=False)
+    monkeypatch.setattr(settings, "engine", engine, raising=False)
+    monkeypatch.setattr(settings, "NonScopedSession", factory, raising=False)
+    monkeypatch.setattr(settings, "Session", scoped_session(factory), raising=False)
+    return engine
 
 
 @pytest.fixture
 def memory_variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """An empty in-memory Variable store for the send guard and the campaign register."""
+    """An empty in-memory Variable store for the send guard, and an empty claim store."""
     return use_memory_variables(monkeypatch)

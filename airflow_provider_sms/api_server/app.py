@@ -1,5 +1,6 @@
 """The provider's app on the Airflow API server, put together: the delivery-report receiver, the
-campaigns page and its JSON API, the health probe, and the work its lifespan runs. Not public API.
+claim store's routes, the campaigns page and its JSON API, the health probe, and the work its lifespan
+runs. Not public API.
 
 The plugin (:mod:`.plugin`) mounts it under ``/sms``. Airflow's API server runs the lifespan of the
 apps it mounts: here the delivery-report flusher, the campaign indexer, and, when it ends, the report
@@ -22,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms.api_server.claims_api import claims_router
 from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, tables_missing
 from airflow_provider_sms.api_server.refusal import Refusal, invalid_call, refused
 from airflow_provider_sms.campaigns.api import API_PREFIX as CAMPAIGNS_API_PREFIX
@@ -169,6 +171,7 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         return JSONResponse(body, status_code=status)
 
     app.include_router(delivery_reports_router(connections, writer, refusals))
+    app.include_router(claims_router(connections))
     app.include_router(campaigns_api, prefix=CAMPAIGNS_API_PREFIX)
     app.include_router(campaign_pages, prefix=CAMPAIGNS_UI_PREFIX)
     return app

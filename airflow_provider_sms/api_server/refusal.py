@@ -53,7 +53,12 @@ async def refused(request: Request, exc: Refusal) -> Response:
     conn_id = request.path_params.get("conn_id")
     caller = request.client.host if request.client else None
     # The name is the caller's: quoted, so that no character of it can start a line of its own.
-    where = f"Delivery reports for {conn_id!r}" if conn_id is not None else "Campaigns API"
+    if conn_id is None:
+        where = "Campaigns API"
+    elif "/claims/" in request.url.path:
+        where = f"Claim store for {conn_id!r}"
+    else:
+        where = f"Delivery reports for {conn_id!r}"
     log.warning("%s: refused a call from %s: %s", where, caller, exc.reason)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 

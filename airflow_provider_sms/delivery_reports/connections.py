@@ -186,6 +186,16 @@ class Connections:
         found = self._find(self._key(conn_id))
         return found.settings if isinstance(found, ReceivingConnection) else None
 
+    def holding_token(self, conn_id: str) -> ReceivingConnection | None:
+        """For a caller that needs the connection's token only (a key derived from it): the ``sms``
+        connection ``conn_id``, None when there is none. Blocking; logs nothing (a connection that
+        receives no reports serves this caller all the same).
+
+        :raises Refusal: 503 while the connections cannot be read.
+        """
+        found = self._find(self._key(conn_id))
+        return found if isinstance(found, ReceivingConnection) else None
+
     def _find(self, key: str) -> Lookup:
         """What the last lookup of ``key`` found, looked up again when older than :data:`CONNECTION_TTL`."""
         while True:
@@ -338,6 +348,17 @@ def require_settings(receiving: ReceivingConnection, conn_id: str) -> ReceiverSe
     if receiving.settings is None:
         raise not_receiving()
     return receiving.settings
+
+
+def key_matches(receiving: ReceivingConnection | None, given: str, derive: Callable[[str], str]) -> bool:
+    """Whether ``given`` is the key ``derive`` makes of ``receiving``'s token (compared in constant time).
+
+    A name with no connection (``receiving`` None) is compared too, with the empty token's key, which
+    opens nothing: neither the answer nor its cost tells which connections exist.
+    """
+    token = receiving.hook.settings.token if receiving is not None else ""
+    matches = hmac.compare_digest(given.encode(), derive(token).encode())
+    return receiving is not None and matches
 
 
 def signature_matches(connections: Connections, receiving: ReceivingConnection, given: str) -> bool:

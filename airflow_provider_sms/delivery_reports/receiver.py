@@ -49,6 +49,7 @@ from airflow_provider_sms.delivery_reports.connections import (
     NOT_RECEIVING,
     Connections,
     ReceivingConnection,
+    key_matches,
     require_settings,
     signature_matches,
 )
@@ -311,10 +312,7 @@ async def check_reader(connections: Connections, request: Request, conn_id: str)
         if exc.status != 404:
             raise
         receiving = None
-    # A name that receives nothing is compared with a key too; the empty token's key opens nothing.
-    token = receiving.hook.settings.token if receiving is not None else ""
-    matches = hmac.compare_digest(given.encode(), read_key(token).encode())
-    if receiving is None or not matches:
+    if not key_matches(receiving, given, read_key) or receiving is None:
         raise Refusal(401, READER_REFUSED, reason="the call's key is not the connection's, or there is none")
     require_settings(receiving, conn_id)
 

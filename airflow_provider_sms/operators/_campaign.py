@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms._task_arguments import check_invalid_numbers
@@ -24,7 +24,10 @@ from airflow_provider_sms.send_window import Logger, apply_marketing_rules, post
 from airflow_provider_sms.sms_parts import SmsParts, count_parts, has_stop_mention
 
 if TYPE_CHECKING:
+    from array import array
+
     from airflow_provider_sms.hooks.sms import SmsHook
+    from airflow_provider_sms.operators._claims import NumberKeys
 
 
 def message_to_send(
@@ -112,6 +115,10 @@ class Campaign:
     plan: BatchPlan
     # What the send window changed of the delay (requested, moved_to, reason), when it did.
     moved: dict[str, str] | None = None
+    # Per batch, the positions of the numbers another send of the message holds for the slot: left out
+    # before any request (:meth:`sendable`).
+    left_out: dict[int, array[int]] = field(default_factory=dict)
+    _number_keys: NumberKeys | None = field(default=None, repr=False)
 
     @classmethod
     def prepare(
@@ -174,6 +181,26 @@ class Campaign:
         elif self.lists is not None:
             yield 0, self.lists
 
+    def sendable(self, index: int, items: list[Any]) -> list[Any]:
+        """The items of batch ``index`` that are sent: those no other send of the message holds."""
+        left_out = self.left_out.get(index)
+        if not left_out:
+            return items
+        gone = set(left_out)
+        return [item for position, item in enumerate(items) if position not in gone]
+
+    def recipients_left(self) -> int:
+        """The recipients that are sent to (:meth:`sendable`), in every batch."""
+        return self.plan.recipients - sum(map(len, self.left_out.values()))
+
+    def number_keys(self) -> NumberKeys:
+        """The keyed digests of this campaign's numbers, as the claim store keeps them."""
+        from airflow_provider_sms.operators._claims import NumberKeys
+
+        if self._number_keys is None:
+            self._number_keys = NumberKeys(self.hook.settings.token)
+        return self._number_keys
+
     def simulate(self, items: list[Any]) -> CampaignResult:
         """Simulate one batch (nothing is created)."""
         if self.lists is not None:
@@ -200,7 +227,7 @@ class Campaign:
         )
 
     def digest(self) -> str:
-        """What makes two campaigns the same but their delivery time (the campaign register's key)."""
+        """What makes two campaigns the same but their delivery time (a send to lists claims it)."""
         return content_digest(self.hook.sms_conn_id, self.message, self.plan.audience)
 
     def notes(self) -> dict[str, Any]:
@@ -225,11 +252,15 @@ class Campaign:
 def simulate_all(
     campaign: Campaign, log: Logger, sent: Mapping[int, CampaignResult] | None = None
 ) -> dict[str, Any]:
-    """Simulate each batch (using the real result of batches already ``sent``) and add them up."""
+    """Simulate each batch (using the real result of batches already ``sent``) and add them up; a batch
+    whose every number another send holds is not simulated (it is not sent)."""
     results = []
     for index, items in campaign.batches():
         if sent and index in sent:
             results.append(sent[index])
+            continue
+        items = campaign.sendable(index, items)
+        if not items:
             continue
         results.append(campaign.simulate(items))
         if campaign.plan.batches > 1:

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
 from airflow_provider_sms._task_arguments import check_on_duplicate
@@ -30,7 +29,7 @@ from airflow_provider_sms.exceptions import (
 )
 from airflow_provider_sms.operators._approval import ApprovalSpec, approved_gate, ask
 from airflow_provider_sms.operators._campaign import Campaign, simulate_all
-from airflow_provider_sms.operators._campaign_register import CampaignRegister
+from airflow_provider_sms.operators._claims import AlreadySent, CampaignClaim
 from airflow_provider_sms.operators._gates import GateCheck, check_gates
 from airflow_provider_sms.operators._recipient_batches import combine, summary
 from airflow_provider_sms.operators._send_record import push_record
@@ -172,7 +171,7 @@ class CampaignSend:
             claim is released on the way out).
         """
         order, guard, log = self.order, self.guard, self.log
-        with claimed(campaign, digest, guard, on_duplicate, log) as register:
+        with claimed(campaign, guard, sent, on_duplicate, log) as (claim, already):
             simulation = gate = None
             # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
             if len(sent) < campaign.plan.batches and any(value is not None for value in order.gates.values()):
@@ -186,13 +185,15 @@ class CampaignSend:
                 check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
                 gate = self.gate_or_ask(check, campaign, digest, approval)
             results = send_batches(campaign, guard, sent, log)
-            register.sent([batch.ticket for batch in results if batch.ticket is not None])
+            claim.sent([batch.ticket for batch in results if batch.ticket is not None])
             result = {
                 **sent_result(campaign, guard, results, resumed=len(sent), log=log),
                 "simulation": simulation,
                 "gate": gate,
                 **campaign.notes(),
             }
+            if already.numbers:
+                result["already_sent"] = already.as_dict()
         return result
 
     def gate_or_ask(
@@ -255,38 +256,37 @@ def already_sent(
 
 @contextmanager
 def claimed(
-    campaign: Campaign, digest: str, guard: SendGuard, on_duplicate: OnDuplicate, log: Logger
-) -> Iterator[CampaignRegister]:
-    """The campaign claimed in its register before any request, or refused as a duplicate; the claim is
-    released when the send then fails before any POST that may have reached the service.
+    campaign: Campaign,
+    guard: SendGuard,
+    sent: Mapping[int, CampaignResult],
+    on_duplicate: OnDuplicate,
+    log: Logger,
+) -> Iterator[tuple[CampaignClaim, AlreadySent]]:
+    """The campaign claimed in the claim store before any request, or refused as a duplicate; the claim
+    is released when the send then fails before any POST that may have reached the service.
 
-    A retry of a task instance that began sending resumes its own campaign: not a duplicate.
-
-    :param digest: the campaign's content digest (:meth:`Campaign.digest`): the register's key.
+    A send to numbers claims each of them (every batch an earlier attempt did not send) and leaves out
+    those another send of the message holds for the slot; one left with nobody is refused as
+    ``on_duplicate`` says. A retry of a task instance finds its own claim: not a duplicate.
     """
-    identity = guard.identity
-    register = CampaignRegister(
-        digest,
-        campaign.hook.sms_conn_id,
-        (identity["dag_id"], identity["task_id"], identity["run_id"], identity["map_index"]),
-    )
-    delay = campaign.message.delay
-    delivery = parse_instant(delay) if delay else pendulum.now("UTC")
-    register.claim(
-        delivery, delayed=bool(delay), on_duplicate=on_duplicate, log=log, resuming=bool(guard.batches)
-    )
+    claim = CampaignClaim.for_identity(campaign.hook, guard.identity, log)
+    claim.take(campaign, on_duplicate=on_duplicate, resuming=bool(guard.batches))
     try:
-        yield register
+        already = AlreadySent()
+        if campaign.lists is None:
+            already = claim.numbers(campaign, skip=sent)
+            if not sent and not campaign.recipients_left():
+                claim.refuse_nobody_left(already, on_duplicate)
+        yield claim, already
     except BaseException:
         if not guard.batches:
             # Refused, skipped or failed before any POST that may have reached the service.
             try:
-                register.release()
+                claim.release()
             except Exception as exc:  # the task's own error is what the log must show
                 log.warning(
-                    "Could not forget this send in the campaign register %s (%s): another run of this "
-                    "campaign will be refused until its entry is removed",
-                    register.key,
+                    "Could not forget this send in the claim store (%s): another run of this campaign "
+                    "will be refused until its claim is past the duplicate window or pruned",
                     exc,
                 )
         raise
@@ -300,6 +300,7 @@ def send_batches(
     results: list[CampaignResult] = []
     for index, items in campaign.batches():
         digest = campaign.fingerprint(items)
+        items = campaign.sendable(index, items)
         if index in sent:
             if guard.batches[index].fingerprint != digest:
                 raise AirflowFailException(
@@ -314,6 +315,11 @@ def send_batches(
                 index + 1,
                 total,
                 sent[index].ticket,
+            )
+            continue
+        if not items:
+            log.info(
+                "Batch %s/%s: every number already got this message for this slot; not sent", index + 1, total
             )
             continue
         guard.begin(index, digest)

@@ -1,8 +1,8 @@
-"""How long send guards and campaign registers are kept, and their pruning. Internal.
+"""How long send guards and claims are kept, and their pruning. Internal.
 
-Each send task instance leaves a send guard Variable (``sms_send_guard:...``) and each campaign
-content a register Variable (``sms_campaign:...``): a daily DAG adds one guard a day. Pruning runs
-where Airflow's metadata database is reachable (like ``airflow variables``), as
+Each send task instance leaves a send guard Variable (``sms_send_guard:...``) and a claim in the claim
+store (a row, and a row per number of a send to numbers): a daily DAG adds one guard a day. Pruning
+runs where Airflow's metadata database is reachable (like ``airflow variables``), as
 ``python -m airflow_provider_sms prune``:
 
 - a **send guard** is deleted once its task instance has ended (success, failed, skipped,
@@ -10,8 +10,8 @@ where Airflow's metadata database is reachable (like ``airflow variables``), as
   record_retention_days``); a task instance that may still run or retry (queued, running,
   up_for_retry, deferred, ...) keeps its guard whatever its age. A guard whose task instance is gone
   (its DAG run deleted) is deleted once its last batch started more than the retention ago;
-- a **campaign register** is deleted once none of its entries is within the duplicate window
-  (:func:`~._campaign_register.duplicate_window`) of now: it can no longer match a new send;
+- a **claim** and its numbers are deleted (one DELETE each) once its delivery time is more than the
+  duplicate window (:func:`~._claims.duplicate_window`) before now: it can no longer match a new send;
 - a record that cannot be read is never deleted: it is reported, for a person to look at.
 """
 
@@ -25,13 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from airflow.providers.common.compat.sdk import conf
 
-from airflow_provider_sms.operators._campaign_register import (
-    CONFIG_SECTION,
-    duplicate_window,
-)
-from airflow_provider_sms.operators._campaign_register import (
-    PREFIX as REGISTER_PREFIX,
-)
+from airflow_provider_sms.operators._claims import CONFIG_SECTION, duplicate_window
 from airflow_provider_sms.operators._send_guard import PREFIX as GUARD_PREFIX
 
 if TYPE_CHECKING:
@@ -57,34 +51,35 @@ class PruneReport:
     deleted: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
+    claims: int = 0
+    claimed_numbers: int = 0
 
     def summary(self, *, dry_run: bool) -> str:
         """One line: how many records were (or would be) deleted and kept."""
-        guards = sum(key.startswith(f"{GUARD_PREFIX}:") for key in self.deleted)
         verb = "Would delete" if dry_run else "Deleted"
         return (
-            f"{verb} {guards} send guard(s) and {len(self.deleted) - guards} campaign register(s); kept "
-            f"{len(self.kept)}, {len(self.unreadable)} unreadable (kept, to be looked at)"
+            f"{verb} {len(self.deleted)} send guard(s) and {self.claims} claim(s) ({self.claimed_numbers} "
+            f"claimed number(s)); kept {len(self.kept)} guard(s), {len(self.unreadable)} unreadable (kept, "
+            "to be looked at)"
         )
 
 
 def prune(session: Session, *, older_than: dt.timedelta, dry_run: bool = False) -> PruneReport:
-    """Delete the guards and registers past their lifetime (see the module docstring).
+    """Delete the guards and claims past their lifetime (see the module docstring).
 
     :param session: a session of Airflow's metadata database.
     :param older_than: how long after its task instance ended a guard is kept.
     :param dry_run: report only.
     """
     from airflow.models import TaskInstance, Variable
-    from sqlalchemy import or_, select
+    from sqlalchemy import select
+
+    from airflow_provider_sms.api_server import claims
 
     now = pendulum.now("UTC")
     report = PruneReport()
-    rows = session.scalars(
-        select(Variable).where(
-            or_(Variable.key.like(f"{GUARD_PREFIX}:%"), Variable.key.like(f"{REGISTER_PREFIX}:%"))
-        )
-    )
+    report.claims, report.claimed_numbers = claims.prune(session, now - duplicate_window(), dry_run=dry_run)
+    rows = session.scalars(select(Variable).where(Variable.key.like(f"{GUARD_PREFIX}:%")))
 
     def task_instance(identity: dict[str, Any]) -> Any:
         return session.scalar(
@@ -98,11 +93,7 @@ def prune(session: Session, *, older_than: dt.timedelta, dry_run: bool = False) 
 
     for row in list(rows):
         try:
-            document = json.loads(row.val)
-            if row.key.startswith(f"{GUARD_PREFIX}:"):
-                reason = _guard_kept(document, now - older_than, task_instance)
-            else:
-                reason = _register_kept(document, now - duplicate_window())
+            reason = _guard_kept(json.loads(row.val), now - older_than, task_instance)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             report.unreadable[row.key] = f"{type(exc).__name__}: {exc}"
             continue
@@ -129,12 +120,4 @@ def _guard_kept(
     started = [pendulum.parse(batch["started"]) for batch in document["batches"].values()]
     if started and max(started) >= horizon:  # type: ignore[operator]
         return "its task instance is gone and its last batch started less than the retention ago"
-    return None
-
-
-def _register_kept(document: dict[str, Any], horizon: dt.datetime) -> str | None:
-    """Why a campaign register is kept, or None when no entry can match a new send."""
-    deliveries = [pendulum.parse(entry["delivery"]) for entry in document["entries"]]
-    if any(delivery >= horizon for delivery in deliveries):  # type: ignore[operator]
-        return "an entry is within the duplicate window"
     return None

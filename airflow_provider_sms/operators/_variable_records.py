@@ -1,8 +1,8 @@
 """Reading the records the send operators keep in Airflow Variables, strictly. Internal.
 
-The send guard (:mod:`._send_guard`) and the campaign register (:mod:`._campaign_register`) are JSON
-that a person on call may edit by hand. A record that does not have the expected shape is never
-guessed at: it raises ValueError naming where it is wrong, and the send fails closed.
+The send guard (:mod:`._send_guard`) is JSON that a person on call may edit by hand. A record that does
+not have the expected shape is never guessed at: it raises ValueError naming where it is wrong, and the
+send fails closed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
-# The states a batch of the guard and an entry of the register share: "sending" (the POST may have been
-# made: maybe sent) and "sent" (its ticket is known).
+# The states of a batch of the guard: "sending" (the POST may have been made: maybe sent) and "sent" (its
+# ticket is known).
 RecordState = Literal["sending", "sent"]
 RECORD_STATES: tuple[str, ...] = ("sending", "sent")
 

@@ -1,20 +1,23 @@
-"""Never twice, on real Airflow: a send whose answer cannot be trusted fails without an Airflow retry.
+"""Never twice, on real Airflow: a send whose answer cannot be trusted fails without an Airflow retry,
+and two runs of one campaign send it once, whatever their timing.
 
 ``airflow dags test`` runs a DAG whose send task has ``retries=2`` against the sandbox with one fault
 on POST /send; the sandbox's inspection API says how many campaigns were created and how many sends
-reached it.
+reached it. Under ``airflow dags test`` the task claims in the claim store of the Airflow home's own
+database (the in-process path).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import plain_output
+from tests.conftest import AIRFLOW, DAG_TEST_TIMEOUT, airflow_env, forget_campaigns, plain_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
@@ -104,3 +107,42 @@ def test_two_runs_for_the_same_slot_send_once_and_consecutive_days_both_send(
         "2030-12-03 10:00:00",
         "2030-12-02 10:00:00",
     ]
+
+
+RACE_FILE = Path(__file__).parent / "campaign_dags" / "sms_claim_race.py"
+
+
+def test_two_runs_started_at_once_one_paused_between_check_and_claim_send_once(
+    sms_sandbox: Any, airflow_home: Path, tmp_path: Path
+) -> None:
+    """Two ``airflow dags test`` processes of one campaign on one Airflow home, started together; one
+    pauses for two seconds inside its claim, between its check and its claim: one campaign reaches the
+    sandbox, the other run is refused naming the first."""
+    forget_campaigns(airflow_home)
+    flag = tmp_path / "paused"
+    env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json(), "SMS_TEST_PAUSED_FLAG": str(flag)}
+    command = [AIRFLOW, "dags", "test", "sms_claim_race", "-f", str(RACE_FILE)]
+    processes = {
+        name: subprocess.Popen(
+            command,
+            env=airflow_env(airflow_home, RACE_FILE.parent, **env, **extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, extra in (("paused", {"SMS_TEST_PAUSE_CLAIM": "2"}), ("prompt", {}))
+    }
+    outputs = {name: process.communicate(timeout=DAG_TEST_TIMEOUT)[0] for name, process in processes.items()}
+
+    joined = "\n".join(f"=== {name}\n{output[-4000:]}" for name, output in outputs.items())
+    assert flag.exists(), joined  # the paused process did pause inside its claim
+    assert len(sms_sandbox.inspect.campaigns()) == 1, joined
+    refused = [name for name, output in outputs.items() if "was already sent:" in plain_output_of(output)]
+    assert len(refused) == 1, joined
+    refusal = plain_output_of(outputs[refused[0]])
+    assert re.search(r"run 'manual__[^']+', task 'send' (sent it|is sending it)", refusal), refusal[-3000:]
+    assert sms_sandbox.inspect.requests()["/send"] == 1
+
+
+def plain_output_of(output: str) -> str:
+    return plain_output(subprocess.CompletedProcess([], 0, output, ""))

@@ -111,7 +111,7 @@ def sample():  # the resident size, every 20 ms, while execute() runs
         peak[0] = max(peak[0], rss_mib())
 
 
-use_memory_variables(pytest.MonkeyPatch())  # no task runtime here: guard and register kept in memory
+use_memory_variables(pytest.MonkeyPatch())  # no task runtime here: the guard in memory, claims in SQLite
 operator = SmsSendOperator(
     task_id="send", message="Flash sale tonight", recipients=Path(sys.argv[1]), max_cost=10**6
 )

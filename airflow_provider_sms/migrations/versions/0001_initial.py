@@ -1,4 +1,5 @@
-"""The provider's tables: the delivery reports and what the flusher keeps of them, and the campaigns page's.
+"""The provider's tables: the delivery reports and what the flusher keeps of them, the campaigns page's,
+and the claim store's.
 
 Revision ID: 71acd0083919
 Revises:
@@ -48,6 +49,7 @@ def _count(name: str) -> sa.Column[int]:
 def upgrade() -> None:
     _delivery_report_tables()
     _campaign_tables()
+    _claim_tables()
 
 
 def _delivery_report_tables() -> None:
@@ -189,9 +191,52 @@ def _campaign_tables() -> None:
     )
 
 
+def _claim_tables() -> None:
+    op.create_table(
+        "sms_claim",
+        sa.Column("id", ROW_ID, autoincrement=True, nullable=False),
+        _id("conn_id"),
+        sa.Column("scope", sa.String(length=64), nullable=False),
+        sa.Column("per_number", sa.Boolean(), nullable=False),
+        sa.Column("key_id", sa.String(length=32), nullable=False),
+        _id("dag_id"),
+        _id("task_id"),
+        _id("run_id"),
+        sa.Column("map_index", sa.Integer(), nullable=False),
+        _time("delivery"),
+        sa.Column("delayed", sa.Boolean(), nullable=False),
+        sa.Column("window_seconds", sa.Float(), nullable=False),
+        sa.Column("forced", sa.Boolean(), nullable=False),
+        sa.Column("state", sa.String(length=16), nullable=False),
+        sa.Column("tickets", sa.Text(), nullable=False),
+        _time("claimed_at"),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("idx_sms_claim_scope", "sms_claim", ["scope", "delivery"])
+    op.create_index("idx_sms_claim_task", "sms_claim", ["dag_id", "run_id", "task_id", "map_index"])
+    op.create_table(
+        "sms_claim_number",
+        sa.Column("scope", sa.String(length=64), nullable=False),
+        sa.Column("number_key", sa.LargeBinary(length=16), nullable=False),
+        sa.Column("claim_id", sa.BigInteger(), nullable=False),
+        _time("delivery"),
+        sa.PrimaryKeyConstraint("scope", "number_key", "claim_id"),
+    )
+    op.create_index("idx_sms_claim_number_claim", "sms_claim_number", ["claim_id"])
+    op.create_table(
+        "sms_claim_lock",
+        sa.Column("scope", sa.String(length=64), nullable=False),
+        _count("decisions"),
+        sa.PrimaryKeyConstraint("scope"),
+    )
+
+
 def downgrade() -> None:
     # Dropping a table drops its indexes.
     for name in (
+        "sms_claim_lock",
+        "sms_claim_number",
+        "sms_claim",
         "sms_campaign_indexer",
         "sms_campaign_ticket",
         "sms_campaign",

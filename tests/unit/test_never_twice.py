@@ -1,34 +1,33 @@
-"""Never twice across runs: the campaign register, guards that fail closed, gates that fail closed.
+"""Never twice across runs, per person: the claims, guards that fail closed, gates that fail closed.
 
-The operators run with requests-mock and the in-memory Variable store; the register's race is played
-by two threads on one store.
+The operators run with requests-mock, the guard in the in-memory Variable store, and the claim store in
+a SQLite database of its own (the in-process path, as under ``airflow dags test``). The store's races
+are in test_claim_store.py.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import threading
 import time
 from typing import Any
 
 import pendulum
 import pytest
+from airflow import settings
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
+from sqlalchemy import select
 
+from airflow_provider_sms.api_server.claims import claim_number_table, claim_table
 from airflow_provider_sms.exceptions import SmsValidationError
-from airflow_provider_sms.models import Message
-from airflow_provider_sms.operators._campaign import content_digest
-from airflow_provider_sms.operators._campaign_register import CampaignRegister
+from airflow_provider_sms.operators import _claims
 from airflow_provider_sms.operators._recipient_batches import NumberSetDigest
 from airflow_provider_sms.operators._send_guard import guard_key
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator
-from tests.conftest import MemoryVariables
 
-from .conftest import BASE_URL, connection_json
-from .test_operators import FUTURE, NUMBERS, Service, calls, context
+from .conftest import BASE_URL, TOKEN, connection_json
+from .test_operators import FUTURE, NUMBERS, Service, calls, context, numbers_of
 
-# Taken before the unit tests' fixture records sleeps instead of sleeping: the race needs real ones.
-REAL_SLEEP = time.sleep
 DAY_AFTER = "2030-07-02T08:00:00+00:00"
 HALF_AN_HOUR_LATER = "2030-07-01T08:30:00+00:00"
 
@@ -45,8 +44,15 @@ def send(run_id: str, **kwargs: Any) -> dict[str, Any]:
     return SmsSendOperator(**arguments).execute(context(run_id))
 
 
-def registers(variables: dict[str, str]) -> dict[str, dict[str, Any]]:
-    return {key: json.loads(value) for key, value in variables.items() if key.startswith("sms_campaign:")}
+def claims() -> list[Any]:
+    """The claim store's claims, oldest first."""
+    with settings.engine.connect() as connection:
+        return list(connection.execute(select(claim_table).order_by(claim_table.c.id)))
+
+
+def claimed_numbers() -> int:
+    with settings.engine.connect() as connection:
+        return len(connection.execute(select(claim_number_table.c.claim_id)).all())
 
 
 # ------------------------------------------------------------------------------- the same campaign
@@ -64,7 +70,8 @@ def test_a_second_run_of_the_same_campaign_is_refused_before_any_request(request
     assert "DAG 'campaigns', run 'scheduled__2030-06-30', task 'send' sent it (ticket 101)" in text
     assert "for delivery at 2030-07-01 10:00:00 Europe/Paris" in text
     assert "on_duplicate='send'" in text
-    assert "max_active_runs=1" in text
+    assert "one transaction per send" in text
+    assert "race" not in text
     assert requests_mock.call_count == 0  # not even the simulation
 
 
@@ -127,7 +134,8 @@ def test_the_window_is_a_setting(requests_mock, monkeypatch):
         ({"recipients": list(reversed(NUMBERS))}, True),
         ({"recipients": [{"value": n, "gsmsmsid": f"id{i}"} for i, n in enumerate(NUMBERS)]}, True),
         ({"recipients": [*NUMBERS, NUMBERS[0]]}, True),
-        ({"recipients": NUMBERS[:2]}, False),
+        # Per person: these two already got it, so nobody is left.
+        ({"recipients": NUMBERS[:2]}, True),
         ({"message": "Hello"}, False),
         ({"message": {"text": "Hi", "sender": "Shop"}}, False),
         ({"sms_conn_id": "sms_other"}, False),
@@ -175,16 +183,63 @@ def test_the_audience_digest_ignores_order_and_tells_sets_apart():
     assert digest(numbers) != digest(swapped)
 
 
-# ------------------------------------------------------------------------ what the register keeps
+# --------------------------------------------------------------------------------------- per person
 
 
-def test_a_refused_send_releases_its_claim(requests_mock, variables):
+def test_the_old_list_plus_one_row_reaches_only_the_new_row(requests_mock):
+    service = Service().mount(requests_mock)
+    send("run_a", delay=FUTURE)
+    grown = [*NUMBERS, "33612345699"]
+
+    result = send("run_b", recipients=grown, delay=FUTURE, max_cost=10)
+
+    assert numbers_of(service.sent_bodies[-1]) == ["33612345699"]
+    assert result["sent"] == 1
+    assert result["already_sent"]["numbers"] == 3
+    assert result["already_sent"]["tickets"] == ["101"]
+    assert "run 'run_a'" in result["already_sent"]["sends"][0]
+    # The gate's simulation was of the campaign sent: the one new number.
+    assert result["simulation"]["total"] == 1
+
+
+def test_two_overlapping_sends_in_batches_send_each_number_once(requests_mock):
+    service = Service(credits=10**6).mount(requests_mock)
+    first = [f"3361000{i:04d}" for i in range(0, 60)]
+    second = [f"3361000{i:04d}" for i in range(30, 90)]
+    send("run_a", recipients=first, batch_size=7)
+    result = send("run_b", recipients=second, batch_size=7)
+
+    sent = [number for body in service.sent_bodies for number in numbers_of(body)]
+    assert sorted(sent) == sorted(set(first) | set(second))
+    assert result["already_sent"]["numbers"] == 30
+    # A batch whose every number was taken is not posted.
+    assert calls(requests_mock, "/send") == 9 + 5
+
+
+def test_the_store_keeps_digests_never_the_numbers(requests_mock):
+    Service().mount(requests_mock)
+    send("run_a")
+    with settings.engine.connect() as connection:
+        keys = [row.number_key for row in connection.execute(select(claim_number_table))]
+    assert len(keys) == 3
+    assert all(len(key) == 16 for key in keys)
+    stored = b"".join(keys) + str([tuple(row) for row in claims()]).encode()
+    assert not any(number.encode() in stored for number in NUMBERS)
+    # Keyed: the same number under another token has another digest.
+    assert _claims.NumberKeys(TOKEN).digests(NUMBERS[:1]) != _claims.NumberKeys("other").digests(NUMBERS[:1])
+
+
+# ------------------------------------------------------------------------------ what a claim keeps
+
+
+def test_a_refused_send_releases_its_claim(requests_mock):
     requests_mock.post(
         f"{BASE_URL}/send", [{"json": {"status": -7, "message": "bad data"}}, {"json": Service()}]
     )
     with pytest.raises(AirflowFailException, match="status -7"):
         send("run_a")
-    assert [register["entries"] for register in registers(variables).values()] == [[]]
+    assert claims() == []
+    assert claimed_numbers() == 0
 
     assert send("run_b")["ticket"] == "101"
 
@@ -206,124 +261,42 @@ def test_a_send_of_unknown_outcome_keeps_its_claim(requests_mock):
     assert calls(requests_mock, "/send") == 1
 
 
-def test_a_cleared_task_is_not_its_own_duplicate(requests_mock, variables):
+def test_a_cleared_task_is_not_its_own_duplicate(requests_mock):
     Service().mount(requests_mock)
     first = send("run_a")
     again = send("run_a")
 
     assert again["ticket"] == first["ticket"] == "101"
     assert calls(requests_mock, "/send") == 1
-    ((entry,),) = [register["entries"] for register in registers(variables).values()]
-    assert (entry["state"], entry["tickets"], entry["run_id"]) == ("sent", ["101"], "run_a")
+    (claim,) = claims()
+    assert (claim.state, json.loads(claim.tickets), claim.run_id) == ("sent", ["101"], "run_a")
 
 
-def test_entries_past_the_window_are_dropped_at_the_next_write(requests_mock, variables):
+def test_a_store_that_cannot_decide_refuses_before_any_request(requests_mock):
     Service().mount(requests_mock)
-    with pendulum.travel_to(pendulum.datetime(2030, 7, 1, 9, 0, tz="UTC"), freeze=True):
+    with settings.engine.begin() as connection:
+        claim_table.drop(connection)
+
+    with pytest.raises(_claims.ClaimStoreError, match="did not decide") as info:
         send("run_a")
-    with pendulum.travel_to(pendulum.datetime(2030, 7, 3, 9, 0, tz="UTC"), freeze=True):
-        send("run_b")
-    ((entry,),) = [register["entries"] for register in registers(variables).values()]
-    assert entry["run_id"] == "run_b"
 
-
-@pytest.mark.parametrize(
-    ("record", "problem"),
-    [
-        ("{not json", "cannot be read"),
-        ('{"entries": {}}', "no 'entries' list"),
-        ('{"entries": [{"state": "done"}]}', "entries[0]"),
-    ],
-)
-def test_an_unreadable_register_fails_closed(requests_mock, variables, record, problem):
-    Service().mount(requests_mock)
-    message = Message(text="Hi")
-    from airflow_provider_sms.operators._recipient_batches import RecipientSource
-
-    source = RecipientSource(NUMBERS)
-    key = f"sms_campaign:{content_digest('sms_default', message, source.plan(10).audience)}"
-    variables[key] = record
-
-    with pytest.raises(AirflowFailException, match="cannot be read") as info:
-        send("run_a")
-    assert problem in str(info.value)
-    assert "'sending' or 'sent'" in str(info.value)
+    assert "airflow db migrate" in str(info.value)
+    assert "Not sending" in str(info.value)
     assert requests_mock.call_count == 0
 
 
-def test_an_unknown_entry_state_fails_closed():
-    entry = {
-        "dag_id": "d",
-        "task_id": "t",
-        "run_id": "r",
-        "map_index": -1,
-        "delivery": FUTURE,
-        "delayed": True,
-        "state": "Sent",
-        "claimed": FUTURE,
-        "nonce": "n",
-        "tickets": [],
-    }
-    MemoryVariables.store = {"sms_campaign:x": json.dumps({"entries": [entry]})}
-    register = CampaignRegister("x", "sms_default", ("d", "t", "r2", -1))
-    with pytest.raises(AirflowFailException, match="state 'Sent' is not one of 'sending', 'sent'"):
-        register.load()
+def test_the_settle_setting_is_ignored_with_one_warning(requests_mock, monkeypatch, capsys):
+    Service().mount(requests_mock)
+    monkeypatch.setenv("AIRFLOW__SMS__DUPLICATE_CHECK_SETTLE_SECONDS", "5")
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    monkeypatch.setattr(_claims, "_settle_warnings", itertools.count())
 
+    send("run_a")
+    send("run_b", recipients=["33699999999"])
 
-# ------------------------------------------------------------------------------ two at the same time
-
-
-class InterleavedVariables(MemoryVariables):
-    """Variables whose first read by each of two threads waits for the other: both see no claim."""
-
-    barrier = threading.Barrier(2, timeout=5)
-    first_reads: set[int] = set()
-
-    @classmethod
-    def get(cls, key: str, default: object = None) -> object:
-        value = cls.store.get(key, default)
-        thread = threading.get_ident()
-        if thread not in cls.first_reads:
-            cls.first_reads.add(thread)
-            cls.barrier.wait()
-        return value
-
-
-def test_two_claims_at_the_same_moment_let_exactly_one_send(monkeypatch):
-    from airflow_provider_sms.operators import _campaign_register
-
-    monkeypatch.setattr(_campaign_register, "Variable", InterleavedVariables)
-    monkeypatch.setattr(_campaign_register.time, "sleep", REAL_SLEEP)
-    monkeypatch.setattr(InterleavedVariables, "store", {})
-    monkeypatch.setenv("AIRFLOW__SMS__DUPLICATE_CHECK_SETTLE_SECONDS", "0.3")
-    outcomes: dict[str, str] = {}
-    delivery = pendulum.parse(FUTURE)
-
-    def claim(run_id: str) -> None:
-        register = CampaignRegister("digest", "sms_default", ("campaigns", "send", run_id, -1))
-        try:
-            register.claim(delivery, delayed=True, on_duplicate="fail", log=_Log())
-            outcomes[run_id] = "claimed"
-        except AirflowFailException as exc:
-            outcomes[run_id] = str(exc)
-
-    threads = [threading.Thread(target=claim, args=(run_id,)) for run_id in ("run_a", "run_b")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-
-    assert sorted(outcome == "claimed" for outcome in outcomes.values()) == [False, True]
-    (refusal,) = [outcome for outcome in outcomes.values() if outcome != "claimed"]
-    assert "is sending it" in refusal
-
-
-class _Log:
-    def info(self, *args: object) -> None:
-        pass
-
-    def warning(self, *args: object) -> None:
-        pass
+    assert slept == []
+    assert capsys.readouterr().out.count("duplicate_check_settle_seconds is set but no longer used") == 1
 
 
 # --------------------------------------------------------------------------- the guard fails closed
@@ -396,23 +369,17 @@ def test_on_duplicate_is_checked_when_parsed_or_once_rendered(requests_mock):
     assert requests_mock.call_count == 0
 
 
-def test_a_register_that_cannot_be_written_after_a_refusal_keeps_the_tasks_own_error(
-    requests_mock, monkeypatch, capsys
-):
+def test_a_release_that_fails_keeps_the_tasks_own_error_and_the_claim(requests_mock, monkeypatch, capsys):
     requests_mock.post(f"{BASE_URL}/send", json={"status": -7, "message": "bad data"})
-    writes: list[str] = []
 
-    def set_variable(key: str, value: str, description: str | None = None) -> None:
-        writes.append(key)
-        if key.startswith("sms_campaign:") and sum(w.startswith("sms_campaign:") for w in writes) > 1:
-            raise RuntimeError("API server unreachable")
-        MemoryVariables.store[key] = value
+    def unreachable(self: Any, claim_id: int, request: Any) -> None:
+        raise _claims.ClaimStoreError("API server unreachable")
 
-    monkeypatch.setattr(MemoryVariables, "set", staticmethod(set_variable))
+    monkeypatch.setattr(_claims.LocalClaimStore, "release", unreachable)
 
     with pytest.raises(AirflowFailException, match="status -7"):
         send("run_a")
-    assert "Could not forget this send in the campaign register" in capsys.readouterr().out
+    assert "Could not forget this send in the claim store" in capsys.readouterr().out
     # Failing closed: the claim stays, so another run of the campaign is refused until it is removed.
     with pytest.raises(AirflowFailException, match="is sending it, or may have sent it"):
         send("run_b")

@@ -1,0 +1,147 @@
+"""The claim store on SQLite: of any number of concurrent claims of one campaign exactly one wins,
+however long a claimant pauses; no write erases another's; each number goes to one send.
+
+The same checks run on PostgreSQL in tests/deployment/test_claim_store_postgres.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_provider_sms.api_server import claims
+from airflow_provider_sms.api_server.claims import NumbersRequest, ReleaseRequest, SentRequest
+from tests import claim_store_checks as checks
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'claims.db'}"
+
+
+@pytest.fixture
+def engine(url: str) -> Engine:
+    return checks.fresh_engine(url)
+
+
+def test_fifty_threads_claim_one_campaign_and_exactly_one_wins(engine):
+    outcomes = checks.concurrent_threads(engine, 50)
+    assert outcomes == {"won": 1, "duplicate": 49}
+    assert checks.rows(engine) == (1, 0)
+
+
+def test_fifty_claimants_in_five_processes_and_exactly_one_wins(engine, url):
+    outcomes = checks.concurrent_processes(url, processes=5, threads_each=10)
+    assert outcomes == {"won": 1, "duplicate": 49}
+    assert checks.rows(engine) == (1, 0)
+
+
+@pytest.mark.parametrize("step", list(checks.PAUSE_POINTS))
+def test_a_claimant_paused_at_any_step_still_leaves_one_winner(url, step):
+    outcomes = checks.paused_and_prompt(url, step)
+    assert sorted(outcomes.values()) == ["duplicate", "won"]
+    # Paused before taking the lock, A is overtaken; holding it, A is waited for.
+    assert outcomes["a" if step != "before its check" else "b"] == "won"
+
+
+def test_two_slots_of_one_content_claimed_at_once_keep_both_rows(engine):
+    assert checks.two_slots_at_once(engine) == ["won", "won"]
+    assert checks.rows(engine) == (2, 0)
+
+
+def test_two_sends_overlapping_by_half_give_each_number_to_one(engine):
+    won_a, won_b = checks.overlapping_numbers(engine)
+    assert not won_a & won_b
+    assert won_a | won_b == set(range(1500))
+    assert checks.rows(engine) == (2, 1500)
+
+
+def test_the_window_is_exact_not_rounded_to_slots(engine):
+    just_before_the_hour = checks.DELIVERY.replace(minute=59) - dt.timedelta(hours=1)
+    checks.decide(engine, claims.claim, checks.request("run_a", delivery=just_before_the_hour))
+    across_the_hour = checks.request("run_b", delivery=just_before_the_hour + dt.timedelta(minutes=2))
+    assert checks.decide(engine, claims.claim, across_the_hour).outcome == "duplicate"
+    an_hour_later = checks.request("run_c", delivery=just_before_the_hour + dt.timedelta(hours=1))
+    assert checks.decide(engine, claims.claim, an_hour_later).outcome == "won"
+
+
+def test_a_claimant_asking_again_finds_its_own_claim(engine):
+    first = checks.decide(engine, claims.claim, checks.request("run_a"))
+    # Its answer lost, the same task instance asks again, even for another delivery time.
+    again = checks.decide(
+        engine, claims.claim, checks.request("run_a", delivery=checks.DELIVERY.replace(hour=20))
+    )
+    assert (first.outcome, again.outcome) == ("won", "resumed")
+    assert again.claim.id == first.claim.id
+
+
+def test_numbers_claimed_again_by_their_claim_stay_its_own(engine):
+    answer = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
+    claimant = checks.request("run_a").claimant
+    keys = [bytes([index]) * 16 for index in range(5)]
+    first = checks.decide(engine, claims.claim_numbers, answer.claim.id, NumbersRequest.of(claimant, keys))
+    again = checks.decide(engine, claims.claim_numbers, answer.claim.id, NumbersRequest.of(claimant, keys))
+    assert first.taken == again.taken == []
+    assert checks.rows(engine) == (1, 5)
+
+
+def test_a_forced_send_claims_numbers_others_hold_and_reports_them(engine):
+    a = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
+    b = checks.decide(engine, claims.claim, checks.request("run_b", per_number=True, force=True))
+    keys = [bytes([index]) * 16 for index in range(3)]
+    holder = checks.request("run_a").claimant
+    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(holder, keys[:2]))
+    forced = checks.decide(
+        engine, claims.claim_numbers, b.claim.id, NumbersRequest.of(checks.request("run_b").claimant, keys)
+    )
+    assert forced.taken == [0, 1]
+    assert [view.run_id for view in forced.earlier] == ["run_a"]
+    with engine.connect() as connection:
+        held = connection.execute(claims.claim_number_table.select()).all()
+    assert len(held) == 5
+
+
+def test_numbers_digested_under_another_key_cannot_be_compared(engine):
+    checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
+    other_key = checks.request("run_b", per_number=True).model_copy(update={"key_id": "k2"})
+    answer = checks.decide(engine, claims.claim, other_key)
+    assert answer.outcome == "undecidable"
+    assert answer.earlier[0].run_id == "run_a"
+    assert checks.rows(engine) == (1, 0)
+
+
+def test_sent_release_and_prune(engine):
+    claimant = checks.request("run_a").claimant
+    a = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
+    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(claimant, [b"x" * 16]))
+    checks.decide(engine, claims.mark_sent, a.claim.id, SentRequest(claimant=claimant, tickets=["101"]))
+    again = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
+    assert (again.claim.state, again.claim.tickets) == ("sent", ["101"])
+
+    other = checks.request("run_b").claimant
+    with pytest.raises(claims.ClaimNotFound):
+        checks.decide(engine, claims.mark_sent, a.claim.id, SentRequest(claimant=other, tickets=["999"]))
+    # Another task instance cannot release it: nothing changes.
+    checks.decide(engine, claims.release, a.claim.id, ReleaseRequest(claimant=other))
+    assert checks.rows(engine) == (1, 1)
+
+    assert checks.decide(engine, prune, checks.DELIVERY, True) == (0, 0)
+    assert checks.decide(engine, prune, checks.DELIVERY + dt.timedelta(minutes=1), False) == (1, 1)
+    assert checks.rows(engine) == (0, 0)
+
+    b = checks.decide(engine, claims.claim, checks.request("run_b", per_number=True))
+    checks.decide(engine, claims.release, b.claim.id, ReleaseRequest(claimant=other))
+    checks.decide(engine, claims.release, b.claim.id, ReleaseRequest(claimant=other))  # asked again: no-op
+    assert checks.rows(engine) == (0, 0)
+
+
+def prune(session: Session, _conn_id: str, horizon: dt.datetime, dry_run: bool) -> tuple[int, int]:
+    return claims.prune(session, horizon, dry_run=dry_run)
