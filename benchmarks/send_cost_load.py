@@ -4,27 +4,25 @@ Runs ``SmsSendOperator(recipients=<10 numbers>).execute()`` on the ``sms_default
 sandbox at ``URL``) as a task would run it, and a bare ``requests.post`` of the same body, interleaved,
 ``REPS`` times each after one cold run; prints the best of each figure as one JSON line.
 
-The operator runs in three ways: no gate with no settle pause (``[sms]
-duplicate_check_settle_seconds`` = 0: the work alone), with a cost gate (``max_cost`` set: the exact
-campaign is simulated first) and with the configured settle pause (default 1 s). Each run starts from an
-empty in-memory Variable store (the stand-in the operator tests use: no task runtime here), so neither
-the send guard nor the campaign register holds an earlier run; the sandbox is put back to its seeds after
-each run, outside the timed part.
+The operator runs in two ways: no gate, and with a cost gate (``max_cost`` set: the exact campaign is
+simulated first). Each run starts from an empty in-memory Variable store (the stand-in the operator
+tests use: no task runtime here) and an empty claim store (a SQLite database of its own, reached in
+process, as under ``airflow dags test``), so neither the send guard nor a claim holds an earlier run;
+the sandbox is put back to its seeds after each run, outside the timed part.
 
 What is timed, by wrapping the provider's functions for the run (the wrappers' own cost is in the whole):
 from ``execute()`` to the first ``POST /send`` handed to ``requests`` and the whole call, and the parts:
-checking the arguments and preparing the campaign (the connection looked up), the duplicate check
-(the content digest, the register's claim and its record of the tickets) and, apart, its settle pause,
-the send guard (its read and its two writes around the POST), the simulation a gate needs, the campaign
-record pushed to XCom. The Variable reads and writes are counted: in a worker each is a round trip to
-Airflow's API server, which the in-memory store does not pay.
+checking the arguments and preparing the campaign (the connection looked up), the claims (the campaign's
+and its numbers', and the record of the tickets: one transaction each), the send guard (its read and its
+two writes around the POST), the simulation a gate needs, the campaign record pushed to XCom. The
+Variable reads and writes are counted: in a worker each is a round trip to Airflow's API server, which
+the in-memory store does not pay.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
 # Ten numbers, as the case's title says.
 NUMBERS = [f"336{index:08d}" for index in range(10)]
 TEXT = "Flash sale tonight"
-SETTLE_ENV = "AIRFLOW__SMS__DUPLICATE_CHECK_SETTLE_SECONDS"
 # A budget no 10-number campaign reaches: the gate passes, so the send goes on.
 MAX_COST = 10**6
 
@@ -79,12 +76,11 @@ def instrument() -> None:
     import pytest
     import requests
 
-    from airflow_provider_sms.operators import _campaign, _campaign_register, _campaign_run, _send_guard, sms
+    from airflow_provider_sms.operators import _campaign_run, _claims, _send_guard, sms
     from tests.conftest import MemoryVariables, use_memory_variables
 
     patch = pytest.MonkeyPatch()  # never undone: the interpreter exists for this measurement
     use_memory_variables(patch)
-    os.environ.pop(SETTLE_ENV, None)  # each run sets the settle it measures
 
     class CountingVariables(MemoryVariables):
         @classmethod
@@ -97,23 +93,12 @@ def instrument() -> None:
             CLOCK.writes += 1
             MemoryVariables.store[key] = value
 
-    class SettleClock:
-        """The register's ``time`` module, whose one call is the settle pause: timed apart."""
-
-        @staticmethod
-        def sleep(seconds: float) -> None:
-            started = time.perf_counter()
-            time.sleep(seconds)
-            CLOCK.add("settle", time.perf_counter() - started)
-
-    for module in (_send_guard, _campaign_register):
-        patch.setattr(module, "Variable", CountingVariables)
-    patch.setattr(_campaign_register, "time", SettleClock)
+    patch.setattr(_send_guard, "Variable", CountingVariables)
     for owner, name, part in (
         (sms.SmsBaseOperator, "prepare_campaign", "prepare"),
-        (_campaign.Campaign, "digest", "duplicate"),
-        (_campaign_register.CampaignRegister, "claim", "duplicate"),
-        (_campaign_register.CampaignRegister, "sent", "duplicate"),
+        (_claims.CampaignClaim, "take", "claims"),
+        (_claims.CampaignClaim, "numbers", "claims"),
+        (_claims.CampaignClaim, "sent", "claims"),
         (_send_guard.SendGuard, "begin", "guard"),
         (_send_guard.SendGuard, "confirm", "guard"),
         (_campaign_run, "simulate_all", "simulate"),
@@ -135,18 +120,20 @@ def instrument() -> None:
     patch.setattr(requests.Session, "send", noting_send)
 
 
-def run_operator(url: str, *, gate: bool, settle: str | None) -> dict[str, Any]:
-    """One ``execute()`` from an empty Variable store; its figures (seconds)."""
+def run_operator(url: str, *, gate: bool) -> dict[str, Any]:
+    """One ``execute()`` from an empty Variable store and claim store; its figures (seconds)."""
+    from airflow import settings
+
+    from airflow_provider_sms.api_server.claims import TABLES
     from airflow_provider_sms.operators.sms import SmsSendOperator
     from airflow_provider_sms.sandbox import InspectionClient
     from tests.conftest import MemoryVariables
     from tests.task_instance import FakeTaskInstance
 
-    if settle is None:
-        os.environ.pop(SETTLE_ENV, None)
-    else:
-        os.environ[SETTLE_ENV] = settle
     MemoryVariables.store.clear()
+    with settings.engine.begin() as connection:
+        for table in TABLES:
+            connection.execute(table.delete())
     operator = SmsSendOperator(
         task_id="send", message=TEXT, recipients=list(NUMBERS), max_cost=MAX_COST if gate else None
     )
@@ -197,25 +184,20 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def measure(url: str, token: str, reps: int) -> dict[str, Any]:
     """The figures the module docstring describes."""
     instrument()
-    from airflow_provider_sms.operators._campaign_register import settle_seconds
-
     # The first run in this interpreter pays the imports execute() makes: reported apart.
-    cold = run_operator(url, gate=False, settle="0")
+    cold = run_operator(url, gate=False)
     body = CLOCK.body
     if body is None:
         raise AssertionError("no POST /send was seen")
-    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "gate": [], "settle": []}
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "gate": []}
     bare: list[float] = []
     for _ in range(reps):
         bare.append(bare_post(url, token, body))
-        runs["plain"].append(run_operator(url, gate=False, settle="0"))
-        runs["gate"].append(run_operator(url, gate=True, settle="0"))
-        runs["settle"].append(run_operator(url, gate=False, settle=None))
-    os.environ.pop(SETTLE_ENV, None)
+        runs["plain"].append(run_operator(url, gate=False))
+        runs["gate"].append(run_operator(url, gate=True))
     return {
         "bare": min(bare),
         "cold": cold["whole"],
-        "settle_configured": settle_seconds(),
         "body_bytes": len(body),
         **{name: _best(side) for name, side in runs.items()},
     }

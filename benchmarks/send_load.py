@@ -1,9 +1,9 @@
 """A campaign from a file of numbers, sent in a fresh interpreter: ``python -m benchmarks.send_load``.
 
 ``operator PATH BATCH_SIZE``: ``SmsSendOperator(recipients=PATH, batch_size=BATCH_SIZE).execute()`` on
-the ``sms_default`` connection, as a task would run it; the send guard and the campaign register keep
-their records in memory (no task runtime here: the stand-in the operator tests use), so the duplicate
-check's digest and its reads and writes of the register are part of the time, but not its settle pause.
+the ``sms_default`` connection, as a task would run it; the send guard keeps its records in memory (no
+task runtime here: the stand-in the operator tests use) and the claims are made in a SQLite database of
+their own, in process (as under ``airflow dags test``): claiming every number is part of the time.
 Prints the wall time of ``execute()``, the RSS once Airflow and every module ``execute()`` uses are
 imported, the peak RSS during ``execute()`` (``VmHWM``, reset just before) and the result with the size
 of its JSON (what XCom would store).
@@ -37,8 +37,6 @@ def operator_send(path: Path, batch_size: int) -> dict[str, Any]:
     from tests.conftest import use_memory_variables
     from tests.task_instance import FakeTaskInstance
 
-    # The duplicate check's settle (a fixed pause before the first POST, 1 s by default) is left out, set
-    # to 0 by use_memory_variables: this case measures the work per number; the sendcost case shows it.
     use_memory_variables(pytest.MonkeyPatch())
     operator = SmsSendOperator(task_id="send", message=TEXT, recipients=path, batch_size=batch_size)
     ti = FakeTaskInstance(dag_id="bench", run_id="bench")

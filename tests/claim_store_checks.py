@@ -151,6 +151,8 @@ def paused_and_prompt(url: str, step: str) -> dict[str, str]:
     """Claimant A pauses at ``step`` for :data:`PAUSE`; claimant B claims the same campaign meanwhile.
     Returns each one's outcome."""
     paused, prompt = fresh_engine(url), fresh_engine(url)
+    # A claim of another slot days before: the message's lock row exists, as it does after its first send.
+    decide(prompt, claims.claim, request("run_days_before", delivery=DELIVERY - dt.timedelta(days=2)))
     name, starts = PAUSE_POINTS[step]
     reached = threading.Event()
 

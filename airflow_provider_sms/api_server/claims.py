@@ -8,8 +8,8 @@ twice" is decided here, in Airflow's metadata database, where a transaction can 
   two sends the same but their delivery time and, per number, their audience), the claimant, the
   delivery time, the state (``sending``, then ``sent`` with the tickets). A row is never rewritten by
   another send, so no write erases another's.
-- ``sms_claim_number``: for a send to numbers, one row per number it claimed: a keyed digest of the
-  number (never the number), its scope and delivery time, and the claim that holds it.
+- ``sms_claim_number``: for a send to numbers, one row per number it claimed: its scope, a keyed digest
+  of the number (never the number) and the claim that holds it (whose delivery time counts).
 - ``sms_claim_lock``: one row per scope. Every decision first takes this row's lock (an UPDATE, held
   until the commit), then reads the claims of the scope and writes its own: two claims of one scope are
   decided one after the other, whatever either claimant's timing. The window (two delivery times closer
@@ -44,10 +44,12 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     insert,
     select,
     update,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
@@ -67,9 +69,12 @@ CLAIM_RELEASE_PATH = "/claims/{conn_id}/{claim_id}/release"
 NUMBER_KEY_BYTES = 16
 # The most numbers one request claims (a batch is claimed in requests of at most this many).
 MAX_NUMBERS_PER_CALL = 20_000
-# Numbers compared in one statement: within every database's limit on bound parameters.
-_NUMBERS_PER_STATEMENT = 500
+# Numbers compared in one statement: within every database's limit on bound parameters (SQLite's is
+# 32,766 since 3.32).
+_NUMBERS_PER_STATEMENT = 5000
 ClaimState = Literal["sending", "sent"]
+# A number's digest: binary; MySQL keys no BLOB, so a fixed-length VARBINARY there.
+NumberKey = LargeBinary(NUMBER_KEY_BYTES).with_variant(mysql.VARBINARY(NUMBER_KEY_BYTES), "mysql")
 _Item = TypeVar("_Item")
 
 claim_table = Table(
@@ -103,10 +108,10 @@ claim_number_table = Table(
     "sms_claim_number",
     metadata,
     Column("scope", String(64), primary_key=True),
-    Column("number_key", LargeBinary(NUMBER_KEY_BYTES), primary_key=True),
+    Column("number_key", NumberKey, primary_key=True),
     Column("claim_id", BigInteger, primary_key=True),
-    Column("delivery", Timestamp, nullable=False),
-    Index("idx_sms_claim_number_claim", "claim_id"),
+    # Rows are found by their key only: on SQLite the key is the table (no rowid beside it).
+    sqlite_with_rowid=False,
 )
 
 claim_lock_table = Table(
@@ -324,22 +329,25 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
     window = dt.timedelta(seconds=own.window_seconds)
     delivery = _utc(own.delivery)
     numbers = claim_number_table.c
+    holding = claim_table.c
     mine: set[bytes] = set()
     holder: dict[bytes, int] = {}
     for chunk in _chunks(keys, _NUMBERS_PER_STATEMENT):
         held = session.execute(
-            select(numbers.number_key, numbers.claim_id).where(
+            select(numbers.number_key, numbers.claim_id)
+            .join(claim_table, holding.id == numbers.claim_id)
+            .where(
                 numbers.scope == own.scope,
                 numbers.number_key.in_(chunk),
-                numbers.delivery > delivery - window,
-                numbers.delivery < delivery + window,
+                holding.delivery > delivery - window,
+                holding.delivery < delivery + window,
             )
         )
-        for key, holding in held:
-            if holding == claim_id:
+        for key, held_by in held:
+            if held_by == claim_id:
                 mine.add(key)
             else:
-                holder.setdefault(key, holding)
+                holder.setdefault(key, held_by)
     taken = [position for position, key in enumerate(keys) if key in holder and key not in mine]
     # A dict, not a set: the numbers keep their order, and one given twice is claimed once.
     new = dict.fromkeys(key for key in keys if key not in mine and (own.forced or key not in holder))
@@ -372,10 +380,13 @@ def release(session: Session, conn_id: str, claim_id: int, request: ReleaseReque
     """Forget claim ``claim_id`` and its numbers: its send certainly sent nothing (the caller commits).
     Releasing a claim that is not there changes nothing (a release whose answer was lost, asked again)."""
     try:
-        _own_claim(session, conn_id, claim_id, request.claimant)
+        own = _own_claim(session, conn_id, claim_id, request.claimant)
     except ClaimNotFound:
         return
-    session.execute(delete(claim_number_table).where(claim_number_table.c.claim_id == claim_id))
+    numbers = claim_number_table.c
+    session.execute(
+        delete(claim_number_table).where(numbers.scope == own.scope, numbers.claim_id == claim_id)
+    )
     session.execute(delete(claim_table).where(claim_table.c.id == claim_id))
 
 
@@ -385,19 +396,29 @@ def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> t
 
     :returns: how many claims and numbers were (or, with ``dry_run``, would be) deleted.
     """
-    ids = list(session.scalars(select(claim_table.c.id).where(claim_table.c.delivery < horizon)))
-    numbers = 0
-    for chunk in _chunks(ids, _NUMBERS_PER_STATEMENT):
-        where = claim_number_table.c.claim_id.in_(chunk)
-        if dry_run:
-            numbers += len(session.execute(select(claim_number_table.c.claim_id).where(where)).all())
-            continue
-        numbers += session.connection().execute(delete(claim_number_table).where(where)).rowcount
-        session.execute(delete(claim_table).where(claim_table.c.id.in_(chunk)))
+    old = session.execute(
+        select(claim_table.c.id, claim_table.c.scope).where(claim_table.c.delivery < horizon)
+    )
+    by_scope: dict[str, list[int]] = {}
+    for claim_id, scope in old:
+        by_scope.setdefault(scope, []).append(claim_id)
+    numbers = claim_number_table.c
+    claims = deleted = 0
+    for scope, ids in by_scope.items():
+        for chunk in _chunks(ids, _NUMBERS_PER_STATEMENT):
+            claims += len(chunk)
+            where = (numbers.scope == scope) & numbers.claim_id.in_(chunk)
+            if dry_run:
+                deleted += (
+                    session.scalar(select(func.count()).select_from(claim_number_table).where(where)) or 0
+                )
+                continue
+            deleted += session.connection().execute(delete(claim_number_table).where(where)).rowcount
+            session.execute(delete(claim_table).where(claim_table.c.id.in_(chunk)))
     if not dry_run:
         live = select(claim_table.c.scope)
         session.execute(delete(claim_lock_table).where(claim_lock_table.c.scope.not_in(live)))
-    return len(ids), numbers
+    return claims, deleted
 
 
 def _lock(session: Session, scope: str) -> None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from array import array
 
     from airflow_provider_sms.hooks.sms import SmsHook
-    from airflow_provider_sms.operators._claims import NumberKeys
 
 
 def message_to_send(
@@ -118,7 +117,6 @@ class Campaign:
     # Per batch, the positions of the numbers another send of the message holds for the slot: left out
     # before any request (:meth:`sendable`).
     left_out: dict[int, array[int]] = field(default_factory=dict)
-    _number_keys: NumberKeys | None = field(default=None, repr=False)
 
     @classmethod
     def prepare(
@@ -192,14 +190,6 @@ class Campaign:
     def recipients_left(self) -> int:
         """The recipients that are sent to (:meth:`sendable`), in every batch."""
         return self.plan.recipients - sum(map(len, self.left_out.values()))
-
-    def number_keys(self) -> NumberKeys:
-        """The keyed digests of this campaign's numbers, as the claim store keeps them."""
-        from airflow_provider_sms.operators._claims import NumberKeys
-
-        if self._number_keys is None:
-            self._number_keys = NumberKeys(self.hook.settings.token)
-        return self._number_keys
 
     def simulate(self, items: list[Any]) -> CampaignResult:
         """Simulate one batch (nothing is created)."""

@@ -249,7 +249,8 @@ class HttpClaimStore:
         if answer.status_code < 300:
             return answer.content
         detail = _detail(answer.content)
-        if answer.status_code == 429 or answer.status_code >= 502:
+        # A 5xx may come after the commit: asked again, the claimant finds what was decided.
+        if answer.status_code == 429 or answer.status_code >= 500:
             raise _NotDecided(f"HTTP {answer.status_code}: {detail}")
         problem = {
             401: "it refused the key: the API server and this worker must read the same sms connection "
@@ -376,6 +377,13 @@ class CampaignClaim:
         self.log = log
         self.claim_id: int | None = None
         self.forced = False
+        self._keys: NumberKeys | None = None
+
+    def number_keys(self, campaign: Campaign) -> NumberKeys:
+        """The keyed digests of the campaign's numbers (the key derived from its connection's token)."""
+        if self._keys is None:
+            self._keys = NumberKeys(campaign.hook.settings.token)
+        return self._keys
 
     @classmethod
     def for_identity(cls, hook: SmsHook, identity: dict[str, Any], log: Logger) -> CampaignClaim:
@@ -404,7 +412,7 @@ class CampaignClaim:
             if per_number
             else campaign.digest(),
             per_number=per_number,
-            key_id=campaign.number_keys().key_id if per_number else "",
+            key_id=self.number_keys(campaign).key_id if per_number else "",
             delivery=parse_instant(delay) if delay else pendulum.now("UTC"),
             delayed=bool(delay),
             window_seconds=duplicate_window().total_seconds(),
@@ -437,7 +445,7 @@ class CampaignClaim:
         from airflow_provider_sms.api_server.claims import MAX_NUMBERS_PER_CALL, NumbersRequest
 
         already = AlreadySent()
-        keys = campaign.number_keys()
+        keys = self.number_keys(campaign)
         for index, items in campaign.batches():
             if index in skip:
                 continue

@@ -1,6 +1,6 @@
-"""Pruning send guards and campaign registers on real Airflow: ``python -m airflow_provider_sms prune``.
+"""Pruning send guards and claims on real Airflow: ``python -m airflow_provider_sms prune``.
 
-A real send (``airflow dags test`` against the sandbox) leaves a guard and a register in the session's
+A real send (``airflow dags test`` against the sandbox) leaves a guard and a claim in the session's
 metadata database; more records of every kind are written beside it, the task instance's state and end
 are moved in the database, and the command runs as a person would run it.
 """
@@ -28,10 +28,34 @@ DAG_ID = "sms_send_with_retries"
 
 def variables(home: Path) -> dict[str, str]:
     with sqlite3.connect(home / "airflow.db") as db:
+        rows = db.execute("SELECT key, val FROM variable WHERE key LIKE 'sms_send_guard:%'").fetchall()
+    return dict(rows)
+
+
+def claims(home: Path) -> dict[str, int]:
+    """The claims by run id, with how many numbers each holds."""
+    with sqlite3.connect(home / "airflow.db") as db:
         rows = db.execute(
-            "SELECT key, val FROM variable WHERE key LIKE 'sms_send_guard:%' OR key LIKE 'sms_campaign:%'"
+            "SELECT c.run_id, (SELECT count(*) FROM sms_claim_number n WHERE n.claim_id = c.id) "
+            "FROM sms_claim c"
         ).fetchall()
     return dict(rows)
+
+
+def put_claim(home: Path, run_id: str, delivery: pendulum.DateTime, numbers: int) -> None:
+    """A claim of a send to numbers for ``delivery``, holding ``numbers`` numbers."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        cursor = db.execute(
+            "INSERT INTO sms_claim (conn_id, scope, per_number, key_id, dag_id, task_id, run_id, map_index, "
+            "delivery, delayed, window_seconds, forced, state, tickets, claimed_at) "
+            "VALUES ('sms_default', ?, 1, 'k', 'd', 'send', ?, -1, ?, 1, 3600, 0, 'sent', '[\"1\"]', ?)",
+            ("c" * 32, run_id, delivery.to_datetime_string(), delivery.to_datetime_string()),
+        )
+        for index in range(numbers):
+            db.execute(
+                "INSERT INTO sms_claim_number (scope, number_key, claim_id) VALUES (?, ?, ?)",
+                ("c" * 32, index.to_bytes(16, "big"), cursor.lastrowid),
+            )
 
 
 def put(home: Path, key: str, value: object) -> None:
@@ -57,22 +81,6 @@ def guard(dag_id: str, run_id: str, started: pendulum.DateTime) -> dict[str, Any
     return {"dag_id": dag_id, "task_id": "send", "run_id": run_id, "map_index": -1, "batches": {"0": batch}}
 
 
-def register(delivery: pendulum.DateTime) -> dict[str, Any]:
-    entry = {
-        "dag_id": "d",
-        "task_id": "send",
-        "run_id": "r",
-        "map_index": -1,
-        "delivery": delivery.isoformat(),
-        "delayed": True,
-        "state": "sent",
-        "claimed": delivery.isoformat(),
-        "nonce": "n",
-        "tickets": ["1"],
-    }
-    return {"conn_id": "sms_default", "entries": [entry]}
-
-
 def test_prune_deletes_what_is_past_its_lifetime_and_never_a_guard_that_may_still_be_needed(
     sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
 ) -> None:
@@ -86,35 +94,34 @@ def test_prune_deletes_what_is_past_its_lifetime_and_never_a_guard_that_may_stil
         ).fetchone()
     real_guard = guard_key(DAG_ID, "send", run_id, -1)
     assert real_guard in variables(airflow_home)
-    (real_register,) = [key for key in variables(airflow_home) if key.startswith("sms_campaign:")]
+    assert claims(airflow_home)[run_id] > 0
     now = pendulum.now("UTC")
     put(airflow_home, "sms_send_guard:gone:send:old:-1", guard("gone", "old", now.subtract(days=40)))
     put(airflow_home, "sms_send_guard:gone:send:recent:-1", guard("gone", "recent", now.subtract(days=1)))
     put(airflow_home, "sms_send_guard:gone:send:bad:-1", "{not json")
-    put(airflow_home, "sms_campaign:past", register(now.subtract(days=2)))
-    put(airflow_home, "sms_campaign:coming", register(now.add(days=1)))
+    put_claim(airflow_home, "past", now.subtract(days=2), numbers=3)
+    put_claim(airflow_home, "coming", now.add(days=1), numbers=2)
 
     dry = prune(airflow_home, "--dry-run")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "would delete: sms_send_guard:gone:send:old:-1" in dry.stdout
-    assert "Would delete 1 send guard(s) and 1 campaign register(s)" in dry.stdout
+    assert "Would delete 1 send guard(s) and 1 claim(s) (3 claimed number(s))" in dry.stdout
     assert "sms_send_guard:gone:send:old:-1" in variables(airflow_home)
+    assert "past" in claims(airflow_home)
 
     done = prune(airflow_home)
     assert done.returncode == 0, done.stderr[-3000:]
     left = variables(airflow_home)
     assert "sms_send_guard:gone:send:old:-1" not in left
-    assert "sms_campaign:past" not in left
-    # Kept: a recent guard, an unreadable one (reported), a register still in its window, and the
-    # real task's guard (it ended just now) and register (sent just now: in its window).
-    for key in (
-        "sms_send_guard:gone:send:recent:-1",
-        "sms_send_guard:gone:send:bad:-1",
-        "sms_campaign:coming",
-    ):
+    # Kept: a recent guard, an unreadable one (reported), a claim still in its window with its numbers,
+    # and the real task's guard (it ended just now) and claim (sent just now: in its window).
+    for key in ("sms_send_guard:gone:send:recent:-1", "sms_send_guard:gone:send:bad:-1"):
         assert key in left
     assert real_guard in left
-    assert real_register in left
+    left_claims = claims(airflow_home)
+    assert "past" not in left_claims
+    assert left_claims["coming"] == 2
+    assert run_id in left_claims
     assert "unreadable, kept: sms_send_guard:gone:send:bad:-1" in done.stderr
 
     # The task instance may still retry: its guard stays, however old its end.

@@ -6,17 +6,24 @@ Makefile). The start-up time and each scenario's time are printed at the end of 
 
 from __future__ import annotations
 
+import subprocess
 import time
 from typing import TYPE_CHECKING
 
 import pytest
+import sqlalchemy
+from sqlalchemy.pool import NullPool
 
 from airflow_provider_sms.sandbox.server import InspectionClient
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
-from tests.deployment.harness import AirflowApi, Deployment, clear_of_paris_slot, running_deployment
+from tests.deployment.harness import AirflowApi, Deployment, clear_of_paris_slot, running_deployment, wait_for
+from tests.deployment.harness.postgres import Postgres
+from tests.deployment.harness.processes import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from sqlalchemy.engine import Engine
 
     from tests.token_canary import TokenCanary
 
@@ -68,11 +75,11 @@ def unpause_scheduled(api: AirflowApi) -> Iterator[Callable[..., None]]:
 def sandbox(deployment: Deployment, api: AirflowApi) -> Iterator[InspectionClient]:
     """The sandbox's inspection API, reset to its seeds with no faults before and after the test.
 
-    The campaign registers go with it: no scenario's campaign is a duplicate of an earlier one's.
+    The claims go with it: no scenario's campaign is a duplicate of an earlier one's.
     """
     client = InspectionClient(deployment.sandbox_url)
     client.reset()
-    api.forget_campaigns()
+    deployment.forget_campaigns()
     yield client
     client.reset()
 
@@ -96,3 +103,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("deployment timings")
         for what, seconds in TIMINGS.items():
             terminalreporter.write_line(f"{what}: {seconds:.1f} s")
+
+
+@pytest.fixture
+def postgres() -> Iterator[Engine]:
+    """A PostgreSQL cluster of its own on 127.0.0.1 (not the deployment's), an engine on its database."""
+    database = Postgres.create(free_port())
+    server = subprocess.Popen(
+        database.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        wait_for("postgres to accept connections", database.create_database, 60, interval=0.3)
+        engine = sqlalchemy.create_engine(database.url, poolclass=NullPool)
+        yield engine
+        engine.dispose()
+    finally:
+        # `pg_ctl stop` ends the server (a signal to the process started here would reach runuser only).
+        database.stop()
+        server.wait(timeout=60)
+        database.remove()

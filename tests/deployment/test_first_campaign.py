@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from airflow_provider_sms.sandbox.server import InspectionClient
-    from tests.deployment.harness import AirflowApi
+    from tests.deployment.harness import AirflowApi, Deployment
 
 pytestmark = pytest.mark.deployment
 
@@ -24,14 +24,17 @@ TASKS = {"simulate", "send", "unreachable", "clean_up"}
 
 
 def test_the_first_dag_triggered_through_the_rest_api_without_a_logical_date_sends_for_tomorrow_ten(
-    api: AirflowApi, sandbox: InspectionClient, unpause_scheduled: Callable[..., None]
+    api: AirflowApi,
+    deployment: Deployment,
+    sandbox: InspectionClient,
+    unpause_scheduled: Callable[..., None],
 ) -> None:
     # Unpausing makes the scheduler start the latest daily run as well (catchup=False): let it end, then
-    # start from a clean sandbox and register, so that only the triggered run's campaign is looked at.
+    # start from a clean sandbox and claim store, so that only the triggered run's campaign is looked at.
     unpause_scheduled(DAG_ID, hour=9)  # its schedule: 09:00 Paris, daily
     api.finished_scheduled_run(DAG_ID)
     sandbox.reset()
-    api.forget_campaigns()
+    deployment.forget_campaigns()
 
     run_id = api.trigger(DAG_ID)  # "logical_date": null
 

@@ -32,12 +32,12 @@ def test_weekly_campaign_runs_on_celery_workers_with_its_sensors_in_the_triggere
     triggerer_requests_before = len(deployment.proxy.requests)
     unpause_scheduled(DAG_ID, hour=9, weekday=pendulum.MONDAY)  # its schedule: Mondays 09:00 Paris
     # Unpausing also starts the run of the latest Monday 09:00 (catchup=False): let it end, then start
-    # from a clean sandbox and register. On a Monday from 09:00 to 11:00 Paris its delay (11:00) is still
+    # from a clean sandbox and claim store. On a Monday from 09:00 to 11:00 Paris its delay (11:00) is still
     # to come and it sends: before 10:00, or on a public holiday (both moved to Tuesday 08:00), within
-    # the hour of the triggered run's, the same campaign, which the register would refuse to one of them.
+    # the hour of the triggered run's, the same campaign, which the claim store would refuse to one of them.
     api.finished_scheduled_run(DAG_ID)
     sandbox.reset()
-    api.forget_campaigns()
+    deployment.forget_campaigns()
     run_id = api.trigger(DAG_ID)
 
     assert api.wait_run(DAG_ID, run_id, timeout=180) == "success"

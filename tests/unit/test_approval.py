@@ -264,25 +264,27 @@ def test_the_question_is_asked_once_the_duplicate_claim_is_released(
     requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str]
 ) -> None:
     """While people decide, another run of the same campaign is not refused as a duplicate: the
-    register holds no claim from the time the question is asked (its notifiers run)."""
-    from airflow_provider_sms.operators._campaign_register import PREFIX
+    claim store holds no claim from the time the question is asked (its notifiers run)."""
+    from airflow import settings
+    from sqlalchemy import func, select
+
+    from airflow_provider_sms.api_server.claims import claim_number_table, claim_table
 
     Service(cost_per_number=2).mount(requests_mock)
-    claims_seen: list[list[str]] = []
+    claims_seen: list[list[int]] = []
 
     def notifier(_context: Any) -> None:
-        claims_seen.append(
-            [
-                entry
-                for key, value in variables.items()
-                if key.startswith(f"{PREFIX}:")
-                for entry in json.loads(value)["entries"]
-            ]
-        )
+        with settings.engine.connect() as connection:
+            claims_seen.append(
+                [
+                    connection.scalar(select(func.count()).select_from(table)) or 0
+                    for table in (claim_table, claim_number_table)
+                ]
+            )
 
     asked(ask_operator(approval_notifiers=[notifier]), context())
 
-    assert claims_seen == [[]]
+    assert claims_seen == [[0, 0]]
     assert len(written) == 1
 
 

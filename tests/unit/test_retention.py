@@ -1,4 +1,4 @@
-"""Which send guards and campaign registers prune keeps, and the command line's arguments.
+"""Which send guards prune keeps, and the command line's arguments (claims: test_claim_store.py).
 
 The whole command runs against a real metadata database in tests/dags/test_records_retention.py; here,
 every task-instance state against the decision, without a database.
@@ -13,7 +13,7 @@ import pendulum
 import pytest
 
 from airflow_provider_sms.__main__ import build_parser
-from airflow_provider_sms.operators._retention import ENDED_STATES, PruneReport, _guard_kept, _register_kept
+from airflow_provider_sms.operators._retention import ENDED_STATES, PruneReport, _guard_kept
 
 NOW = pendulum.datetime(2030, 7, 1, tz="UTC")
 HORIZON = NOW.subtract(days=30)
@@ -52,17 +52,10 @@ def test_a_guard_whose_task_instance_is_gone_goes_by_its_last_batch():
     assert _guard_kept(guard(), HORIZON, missing) is None  # nothing recorded, nothing to keep
 
 
-def test_a_register_is_kept_while_an_entry_is_in_the_window():
-    horizon = NOW.subtract(hours=1)
-    entries = [{"delivery": NOW.subtract(days=2).isoformat()}, {"delivery": NOW.add(days=1).isoformat()}]
-    assert _register_kept({"entries": entries}, horizon) is not None
-    assert _register_kept({"entries": entries[:1]}, horizon) is None
-
-
-def test_the_summary_counts_guards_and_registers_apart():
-    report = PruneReport(deleted=["sms_send_guard:a", "sms_campaign:b", "sms_campaign:c"], kept={"x": "y"})
+def test_the_summary_counts_guards_and_claims_apart():
+    report = PruneReport(deleted=["sms_send_guard:a"], kept={"x": "y"}, claims=2, claimed_numbers=7)
     assert report.summary(dry_run=True) == (
-        "Would delete 1 send guard(s) and 2 campaign register(s); kept 1, "
+        "Would delete 1 send guard(s) and 2 claim(s) (7 claimed number(s)); kept 1 guard(s), "
         "0 unreadable (kept, to be looked at)"
     )
 

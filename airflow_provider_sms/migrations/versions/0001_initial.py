@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from airflow.utils.sqlalchemy import UtcDateTime
 from alembic import op
+from sqlalchemy.dialects import mysql
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -26,6 +27,8 @@ depends_on = None
 ROW_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # Airflow's ID_LEN: what a connection, DAG, run or task id may be.
 ID_LENGTH = 250
+# A claimed number's keyed digest (MySQL keys no BLOB).
+NUMBER_KEY = sa.LargeBinary(length=16).with_variant(mysql.VARBINARY(16), "mysql")
 # As the reports' model bounds them.
 DESTINATION_LENGTH, MESSAGE_ID_LENGTH, COUNTRY_CODE_LENGTH = 32, 128, 8
 
@@ -217,12 +220,11 @@ def _claim_tables() -> None:
     op.create_table(
         "sms_claim_number",
         sa.Column("scope", sa.String(length=64), nullable=False),
-        sa.Column("number_key", sa.LargeBinary(length=16), nullable=False),
+        sa.Column("number_key", NUMBER_KEY, nullable=False),
         sa.Column("claim_id", sa.BigInteger(), nullable=False),
-        _time("delivery"),
         sa.PrimaryKeyConstraint("scope", "number_key", "claim_id"),
+        sqlite_with_rowid=False,
     )
-    op.create_index("idx_sms_claim_number_claim", "sms_claim_number", ["claim_id"])
     op.create_table(
         "sms_claim_lock",
         sa.Column("scope", sa.String(length=64), nullable=False),

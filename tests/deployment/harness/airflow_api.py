@@ -137,8 +137,3 @@ class AirflowApi:
             events += page
             if len(page) < ASSET_EVENTS_PAGE:
                 return events
-
-    def forget_campaigns(self) -> None:
-        """Delete the campaign registers (``sms_campaign:`` Variables): each scenario starts afresh."""
-        for key in self.variables("sms_campaign:%"):
-            self.call("DELETE", f"/variables/{key}")

@@ -141,6 +141,11 @@ class Deployment(AirflowComponents, Faults):
         """The SQLAlchemy URL of the metadata database (PostgreSQL)."""
         return self.postgres().url
 
+    def forget_campaigns(self) -> None:
+        """Delete every claim of the claim store: each scenario starts afresh."""
+        for table in ("sms_claim_number", "sms_claim", "sms_claim_lock"):
+            self.query(f"DELETE FROM {table}")  # our own table names
+
     def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
         """The rows of one SQL statement on the metadata database, on a connection of its own, committed
         (none for a statement that returns no rows, e.g. ``ALTER TABLE``).

@@ -1,0 +1,235 @@
+"""The claim store through the API server, as a worker's task reaches it: the provider's app served on
+127.0.0.1 (on the session's migrated metadata database), the sandbox as the service, and the send
+operator run in this process with its database path turned off, so that it claims over HTTP as a task
+run by an executor does (whose database access the Task SDK blocks).
+
+The faults sit between the worker and the API server: no server, 503, an answer lost after the commit,
+an answer slower than the client's timeout. Whatever the fault, nothing is sent unless the store decided,
+and the campaign goes out once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from airflow_provider_sms.api_server.app import build_app
+from airflow_provider_sms.api_server.claims import TABLES, claim_table
+from airflow_provider_sms.api_server.claims_api import CLAIMS_REFUSED, claim_key
+from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
+from airflow_provider_sms.operators import _claims, _send_guard
+from airflow_provider_sms.operators.sms import SmsSendOperator
+from airflow_provider_sms.sandbox.server import ThreadedServer
+from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests.conftest import MemoryVariables
+from tests.task_instance import FakeTaskInstance
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from airflow_provider_sms.sandbox.server import SandboxServer
+
+pytestmark = pytest.mark.integration
+
+NUMBERS = ["33612000401", "33612000402", "33612000403"]
+FUTURE = "2030-07-01T08:00:00+00:00"
+
+
+class Faults:
+    """What the API server does to the next claim calls: ``mode`` for ``times`` calls.
+
+    - ``unavailable``: 503, the call never reaches the store;
+    - ``lost``: the store decides and commits, then the connection breaks mid-answer;
+    - ``slow``: the store decides and commits, then the answer outlasts the client's timeout.
+    """
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self.times = 0
+        self.met = 0
+
+    def set(self, mode: str, times: int = 1) -> None:
+        self.mode, self.times = mode, times
+
+    def wrap(self, app: Any) -> Any:
+        async def faulty(scope: Any, receive: Any, send: Any) -> None:
+            if (
+                scope["type"] != "http"
+                or "/claims/" not in scope["path"]
+                or not self.times
+                or self.mode is None
+            ):
+                await app(scope, receive, send)
+                return
+            self.times -= 1
+            self.met += 1
+            if self.mode == "unavailable":
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+                await send({"type": "http.response.body", "body": b'{"detail": "restarting"}'})
+                return
+            answered: list[Any] = []
+
+            async def keep(message: Any) -> None:
+                answered.append(message)
+
+            await app(scope, receive, keep)  # the store decides and commits
+            if self.mode == "slow":
+                await asyncio.sleep(SLOW_ANSWER)
+                for message in answered:
+                    await send(message)
+                return
+            start = dict(answered[0])
+            start["headers"] = [*start.get("headers", []), (b"content-length", b"100000")]
+            await send(start)
+            await send({"type": "http.response.body", "body": b"{", "more_body": True})
+            raise ConnectionResetError("the answer is lost")
+
+        return faulty
+
+
+# The client waits this long for an answer here; a slow answer takes longer.
+CLIENT_TIMEOUT = 0.5
+SLOW_ANSWER = 1.5
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def api_server(metadata_db: Any, monkeypatch: pytest.MonkeyPatch, faults: Faults) -> Iterator[ThreadedServer]:
+    """The provider's app mounted under /sms as the API server mounts it, on the session's migrated
+    metadata database (its claim tables emptied); the send guard in memory."""
+    monkeypatch.setattr(_send_guard, "Variable", MemoryVariables)
+    monkeypatch.setattr(MemoryVariables, "store", {})
+    with metadata_db.engine.begin() as connection:
+        for table in reversed(TABLES):
+            connection.execute(table.delete())
+    server_app = FastAPI()
+    server_app.mount(URL_PREFIX, build_app())
+    with ThreadedServer(faults.wrap(server_app), name="the API server") as server:
+        yield server
+
+
+@pytest.fixture
+def worker(monkeypatch: pytest.MonkeyPatch, sms_sandbox: SandboxServer, api_server: ThreadedServer) -> Any:
+    """The sms_default connection on the sandbox, reaching the API server at dlr_api_url; this process
+    claims over HTTP, with a short timeout and no wait between tries."""
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", sms_sandbox.connection_json(dlr_api_url=api_server.url))
+    monkeypatch.setattr(_claims, "database_in_process", lambda: False)
+    monkeypatch.setattr(_claims, "STORE_TIMEOUT", CLIENT_TIMEOUT)
+    monkeypatch.setattr("tenacity.nap.time.sleep", lambda _seconds: None)
+    return sms_sandbox
+
+
+def send(run_id: str, **kwargs: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"task_id": "send", "message": "Hi", "recipients": NUMBERS, "delay": FUTURE}
+    return SmsSendOperator(**(arguments | kwargs)).execute({"ti": FakeTaskInstance(run_id=run_id)})
+
+
+def claims() -> list[Any]:
+    from airflow import settings
+
+    with settings.engine.connect() as connection:
+        return list(connection.execute(select(claim_table).order_by(claim_table.c.id)))
+
+
+def test_a_worker_claims_through_the_api_server_and_a_second_run_is_refused(worker):
+    first = send("scheduled__2030-06-30")
+    with pytest.raises(AirflowFailException, match="was already sent") as info:
+        send("manual__2030-06-30")
+
+    assert f"ticket {first['ticket']}" in str(info.value)
+    assert len(worker.inspect.campaigns()) == 1
+    (claim,) = claims()
+    assert (claim.run_id, claim.state, json.loads(claim.tickets)) == (
+        "scheduled__2030-06-30",
+        "sent",
+        [first["ticket"]],
+    )
+
+
+def test_the_old_list_plus_one_row_over_http_reaches_only_the_new_row(worker):
+    send("run_a")
+    result = send("run_b", recipients=[*NUMBERS, "33612000499"])
+    assert result["sent"] == 1
+    assert result["already_sent"]["numbers"] == 3
+    assert [campaign["sent_to"] for campaign in worker.inspect.campaigns()] == [NUMBERS, ["33612000499"]]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"headers": {}},
+        {"headers": {"Authorization": "Bearer wrong"}},
+        {"headers": {"Authorization": "Bearer wrong"}, "content": b"not json"},
+        {"headers": {"Authorization": f"Bearer {claim_key(TEST_TOKEN)}"}, "conn_id": "sms_made_up"},
+    ],
+)
+def test_the_claim_routes_answer_one_401_without_the_connections_key(worker, api_server, call):
+    conn_id = call.get("conn_id", "sms_default")
+    answer = httpx.post(
+        f"{api_server.url}/sms/claims/{conn_id}", content=call.get("content", b"{}"), headers=call["headers"]
+    )
+    assert (answer.status_code, answer.json()) == (401, {"detail": CLAIMS_REFUSED})
+    assert claims() == []
+
+
+def test_with_the_key_a_bad_body_is_a_422_naming_the_field(worker, api_server):
+    answer = httpx.post(
+        f"{api_server.url}/sms/claims/sms_default",
+        json={"claimant": {"dag_id": "d"}},
+        headers={"Authorization": f"Bearer {claim_key(TEST_TOKEN)}"},
+    )
+    assert answer.status_code == 422
+    assert "claimant.task_id" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("mode", ["unavailable", "lost", "slow"])
+def test_one_fault_is_asked_again_and_the_campaign_goes_out_once(worker, faults, mode):
+    faults.set(mode, times=1)
+    result = send("run_a")
+    assert faults.met == 1
+    assert result["sent"] == 3
+    assert len(worker.inspect.campaigns()) == 1
+    assert len(claims()) == 1
+
+
+@pytest.mark.parametrize("mode", ["unavailable", "lost"])
+def test_a_store_that_never_decides_sends_nothing_and_the_retry_finds_its_claim(worker, faults, mode):
+    faults.set(mode, times=_claims.STORE_TRIES)
+    with pytest.raises(_claims.ClaimStoreError, match="did not decide after 3 tries") as info:
+        send("run_a")
+    assert "dlr_api_url" in str(info.value)
+    assert not any(worker.inspect.requests().values())
+
+    # Airflow's retry of the same task instance: its claim (committed when the answer was lost) is its own.
+    assert send("run_a")["sent"] == 3
+    with pytest.raises(AirflowFailException, match="was already sent"):
+        send("run_b")
+    assert len(worker.inspect.campaigns()) == 1
+
+
+def test_an_unreachable_api_server_sends_nothing(monkeypatch, worker):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", worker.connection_json(dlr_api_url="http://127.0.0.1:9"))
+    with pytest.raises(_claims.ClaimStoreError) as info:
+        send("run_a")
+    assert "http://127.0.0.1:9/sms/claims/sms_default" in str(info.value)
+    assert "ConnectError" in str(info.value)
+    assert not any(worker.inspect.requests().values())
+
+
+def test_no_api_server_url_is_a_clear_error_before_any_request(monkeypatch, worker):
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", worker.connection_json())
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "")
+    with pytest.raises(_claims.ClaimStoreError, match="dlr_api_url"):
+        send("run_a")
+    assert not any(worker.inspect.requests().values())
