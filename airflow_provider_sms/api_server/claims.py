@@ -43,9 +43,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    any_,
+    bindparam,
     delete,
     func,
     insert,
+    literal,
     select,
     update,
 )
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Row
     from sqlalchemy.orm import Session
+    from sqlalchemy.sql.elements import BindParameter
 
 # Where the routes are, under the provider's app (``/sms``).
 CLAIMS_PATH = "/claims/{conn_id}"
@@ -330,34 +334,39 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
     delivery = _utc(own.delivery)
     numbers = claim_number_table.c
     holding = claim_table.c
+    postgresql = session.get_bind().dialect.name == "postgresql"
     mine: set[bytes] = set()
     holder: dict[bytes, int] = {}
-    for chunk in _chunks(keys, _NUMBERS_PER_STATEMENT):
+    for chunk in [keys] if postgresql else _chunks(keys, _NUMBERS_PER_STATEMENT):
+        # PostgreSQL takes the keys as one array parameter; elsewhere an IN list within the parameter limit.
+        among = (
+            numbers.number_key == any_(_binary_array(chunk)) if postgresql else numbers.number_key.in_(chunk)
+        )
         held = session.execute(
             select(numbers.number_key, numbers.claim_id)
             .join(claim_table, holding.id == numbers.claim_id)
             .where(
                 numbers.scope == own.scope,
-                numbers.number_key.in_(chunk),
+                among,
                 holding.delivery > delivery - window,
                 holding.delivery < delivery + window,
             )
         )
         for key, held_by in held:
             if held_by == claim_id:
-                mine.add(key)
+                mine.add(bytes(key))
             else:
-                holder.setdefault(key, held_by)
+                holder.setdefault(bytes(key), held_by)
     taken = [position for position, key in enumerate(keys) if key in holder and key not in mine]
     # A dict, not a set: the numbers keep their order, and one given twice is claimed once.
     new = dict.fromkeys(key for key in keys if key not in mine and (own.forced or key not in holder))
-    if new:
+    if new and postgresql:
+        rows = select(literal(own.scope), func.unnest(_binary_array(list(new))), literal(claim_id))
+        session.execute(insert(claim_number_table).from_select(["scope", "number_key", "claim_id"], rows))
+    elif new:
         session.execute(
             insert(claim_number_table),
-            [
-                {"scope": own.scope, "number_key": key, "claim_id": claim_id, "delivery": delivery}
-                for key in new
-            ],
+            [{"scope": own.scope, "number_key": key, "claim_id": claim_id} for key in new],
         )
     holders = [holder[keys[position]] for position in taken]
     return NumbersAnswer(taken=taken, holders=holders, earlier=_views(session, set(holders)))
@@ -419,6 +428,13 @@ def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> t
         live = select(claim_table.c.scope)
         session.execute(delete(claim_lock_table).where(claim_lock_table.c.scope.not_in(live)))
     return claims, deleted
+
+
+def _binary_array(keys: Sequence[bytes]) -> BindParameter[Any]:
+    """``keys`` as one PostgreSQL ``bytea[]`` parameter."""
+    from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
+
+    return bindparam(None, list(keys), type_=ARRAY(BYTEA()))
 
 
 def _lock(session: Session, scope: str) -> None:
