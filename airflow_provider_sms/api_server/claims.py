@@ -55,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 
+from airflow_provider_sms.delivery_reports.store import insert_ignoring_duplicates
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
 
 if TYPE_CHECKING:
@@ -335,6 +336,13 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
     numbers = claim_number_table.c
     holding = claim_table.c
     postgresql = session.get_bind().dialect.name == "postgresql"
+    near = (holding.delivery > delivery - window) & (holding.delivery < delivery + window)
+    others = select(holding.id).where(holding.scope == own.scope, holding.id != claim_id, near).limit(1)
+    if session.execute(others).first() is None:
+        # No other send of the message in the slot, and none can claim meanwhile (the lock is held):
+        # every number is this claim's (those it holds already, a resumed send, are skipped).
+        _insert_numbers(session, own.scope, claim_id, keys, postgresql=postgresql)
+        return NumbersAnswer()
     mine: set[bytes] = set()
     holder: dict[bytes, int] = {}
     for chunk in [keys] if postgresql else _chunks(keys, _NUMBERS_PER_STATEMENT):
@@ -345,12 +353,7 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
         held = session.execute(
             select(numbers.number_key, numbers.claim_id)
             .join(claim_table, holding.id == numbers.claim_id)
-            .where(
-                numbers.scope == own.scope,
-                among,
-                holding.delivery > delivery - window,
-                holding.delivery < delivery + window,
-            )
+            .where(numbers.scope == own.scope, among, near)
         )
         for key, held_by in held:
             if held_by == claim_id:
@@ -358,16 +361,8 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
             else:
                 holder.setdefault(bytes(key), held_by)
     taken = [position for position, key in enumerate(keys) if key in holder and key not in mine]
-    # A dict, not a set: the numbers keep their order, and one given twice is claimed once.
-    new = dict.fromkeys(key for key in keys if key not in mine and (own.forced or key not in holder))
-    if new and postgresql:
-        rows = select(literal(own.scope), func.unnest(_binary_array(list(new))), literal(claim_id))
-        session.execute(insert(claim_number_table).from_select(["scope", "number_key", "claim_id"], rows))
-    elif new:
-        session.execute(
-            insert(claim_number_table),
-            [{"scope": own.scope, "number_key": key, "claim_id": claim_id} for key in new],
-        )
+    new = [key for key in keys if key not in mine and (own.forced or key not in holder)]
+    _insert_numbers(session, own.scope, claim_id, new, postgresql=postgresql)
     holders = [holder[keys[position]] for position in taken]
     return NumbersAnswer(taken=taken, holders=holders, earlier=_views(session, set(holders)))
 
@@ -428,6 +423,21 @@ def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> t
         live = select(claim_table.c.scope)
         session.execute(delete(claim_lock_table).where(claim_lock_table.c.scope.not_in(live)))
     return claims, deleted
+
+
+def _insert_numbers(
+    session: Session, scope: str, claim_id: int, keys: Sequence[bytes], *, postgresql: bool
+) -> None:
+    """Insert ``keys`` as claim ``claim_id``'s numbers, one statement; a key it holds already is skipped
+    (so is a key given twice)."""
+    if not keys:
+        return
+    statement = insert_ignoring_duplicates(session, claim_number_table, ["scope", "number_key", "claim_id"])
+    if postgresql:
+        rows = select(literal(scope), func.unnest(_binary_array(keys)), literal(claim_id))
+        session.execute(statement.from_select(["scope", "number_key", "claim_id"], rows))
+        return
+    session.execute(statement, [{"scope": scope, "number_key": key, "claim_id": claim_id} for key in keys])
 
 
 def _binary_array(keys: Sequence[bytes]) -> BindParameter[Any]:

@@ -93,7 +93,7 @@ def report_row(conn_id: str, report: DeliveryReport, received_at: datetime) -> d
     }
 
 
-def _insert_ignoring_duplicates(db: Session | Connection, table: Any, key: list[str]) -> Any:
+def insert_ignoring_duplicates(db: Session | Connection, table: Any, key: list[str]) -> Any:
     """An INSERT into ``table`` that skips rows whose ``key`` is taken (PostgreSQL, SQLite, MySQL)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
@@ -103,7 +103,7 @@ def _insert_ignoring_duplicates(db: Session | Connection, table: Any, key: list[
         return dialect.insert(table).on_conflict_do_nothing(index_elements=key)
     if name == "mysql":
         return insert(table).prefix_with("IGNORE")
-    raise NotImplementedError(f"delivery reports are stored on PostgreSQL, MySQL or SQLite, not {name}")
+    raise NotImplementedError(f"the provider's tables are on PostgreSQL, MySQL or SQLite, not {name}")
 
 
 def _dialect(db: Session | Connection) -> Any:
@@ -166,7 +166,7 @@ def insert_reports(db: Session | Connection, reports: Sequence[tuple[str, Delive
         inserted = {tuple(row) for row in db.execute(_report_insert_returning(dialect.name, db), unique)}
     else:
         # One row at a time: a skipped duplicate counts no row.
-        statement = _insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"])
+        statement = insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"])
         connection = db if isinstance(db, Connection) else db.connection()
         inserted = {
             (row["conn_id"], row["digest"])
@@ -185,7 +185,7 @@ def _report_insert_returning(dialect_name: str, db: Session | Connection) -> Any
     statement = _REPORT_INSERTS.get(dialect_name)
     if statement is None:
         columns = delivery_report_table.c
-        statement = _insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"]).returning(
+        statement = insert_ignoring_duplicates(db, delivery_report_table, ["conn_id", "digest"]).returning(
             columns.conn_id, columns.digest
         )
         _REPORT_INSERTS[dialect_name] = statement
@@ -196,7 +196,7 @@ def ensure_flush_rows(db: Session | Connection, conn_ids: Iterable[str]) -> None
     """Give each connection its flusher's row (the watermark, and what the flusher locks), if it has none."""
     rows = [{"conn_id": conn_id, "last_batch": 0, "reports": 0, "flushed_at": None} for conn_id in conn_ids]
     if rows:
-        db.execute(_insert_ignoring_duplicates(db, delivery_flush_table, ["conn_id"]).values(rows))
+        db.execute(insert_ignoring_duplicates(db, delivery_flush_table, ["conn_id"]).values(rows))
 
 
 def campaign_summary(
