@@ -1,8 +1,8 @@
 """What the send operators do when their task runs: one send's stages, in order. Not public API.
 
-:meth:`CampaignSend.run` lists them: validate, look for the same campaign sent by another run (the
-campaign register), simulate, gate (or approve), send batch by batch under the send guard, record.
-The register, the guard and the approval are stores the stages consult; none of them calls back
+:meth:`CampaignSend.run` lists them: validate, claim the campaign (its numbers, or its lists) in the
+claim store, simulate, gate (or approve), send batch by batch under the send guard, record.
+The claims, the guard and the approval are stores the stages consult; none of them calls back
 into the run. The operators (:mod:`airflow_provider_sms.operators.sms`) hold the task's arguments
 and import this module from ``execute()``: parsing a DAG file loads none of it.
 
@@ -96,8 +96,8 @@ class SendOrder:
     :param operator: the operator's class name (the campaign record names it).
     :param gates: the gates (``read_gates``): a number each, or None.
     :param on_cost_exceeded: ``fail``, ``skip`` or ``ask`` when a gate refuses.
-    :param on_duplicate: ``fail``, ``skip`` or ``send`` when the campaign register
-        (:mod:`._campaign_register`) holds the same campaign sent by another task instance.
+    :param on_duplicate: ``fail``, ``skip`` or ``send`` when the claim store (:mod:`._claims`) says
+        another task instance sent the same campaign (to lists), or every one of its numbers.
     :param allow_resend: send again a batch of unknown outcome.
     :param approval: who is asked, with ``ask``.
     """
@@ -130,8 +130,8 @@ class CampaignSend:
     def run(self, campaign: Campaign) -> dict[str, Any]:
         """Send ``campaign`` (validated, :meth:`Campaign.prepare`); return the send operators' XCom dict.
 
-        The stages: what an earlier attempt sent (the guard), the duplicate check (the register's
-        claim), the simulation, the gates or the approval, the batches under the guard, and, whatever
+        The stages: what an earlier attempt sent (the guard), the claims (the campaign's, and its
+        numbers'), the simulation, the gates or the approval, the batches under the guard, and, whatever
         happened, the campaign record.
 
         :raises AirflowSkipException: a duplicate (``on_duplicate="skip"``) or a gate refused
@@ -165,7 +165,7 @@ class CampaignSend:
     def claimed_send(
         self, campaign: Campaign, digest: str, sent: dict[int, CampaignResult], on_duplicate: OnDuplicate
     ) -> dict[str, Any]:
-        """The stages under the campaign register's claim: simulate, gate (or approval), batches.
+        """The stages under the campaign's claim: simulate, gate (or approval), batches.
 
         :raises ApprovalToAsk: a gate refuses and ``on_cost_exceeded="ask"`` has no approval for it (the
             claim is released on the way out).

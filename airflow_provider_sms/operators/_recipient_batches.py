@@ -55,7 +55,8 @@ class BatchPlan:
     :param duplicates: numbers given more than once (sent once, counted in ``duplicated``).
     :param rejected: with ``invalid_numbers="skip"``, the recipients left out by local validation.
     :param audience: digest of the valid numbers as a set (:class:`NumberSetDigest`), or of the
-        sorted list ids: what the campaign register compares.
+        sorted list ids: part of the campaign's content digest, which an approval and a claim of
+        lists compare.
     """
 
     batches: int
