@@ -28,6 +28,7 @@ from airflow_provider_sms.operators import _claims, _send_guard
 from airflow_provider_sms.operators.sms import SmsSendOperator
 from airflow_provider_sms.sandbox.server import ThreadedServer
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests import claim_store_checks as checks
 from tests.conftest import MemoryVariables
 from tests.task_instance import FakeTaskInstance
 
@@ -232,4 +233,25 @@ def test_no_api_server_url_is_a_clear_error_before_any_request(monkeypatch, work
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "")
     with pytest.raises(_claims.ClaimStoreError, match="dlr_api_url"):
         send("run_a")
+    assert not any(worker.inspect.requests().values())
+
+
+def test_tables_missing_are_a_500_naming_the_migration_and_nothing_is_sent(worker, api_server, metadata_db):
+    from airflow_provider_sms.api_server.claims import claim_lock_table
+
+    with metadata_db.engine.begin() as connection:
+        claim_lock_table.drop(connection)
+    try:
+        answer = httpx.post(
+            f"{api_server.url}/sms/claims/sms_default",
+            content=checks.request("run_a").model_dump_json(),
+            headers={"Authorization": f"Bearer {claim_key(TEST_TOKEN)}"},
+        )
+        assert answer.status_code == 500
+        assert "airflow db migrate" in answer.json()["detail"]
+        with pytest.raises(_claims.ClaimStoreError, match="did not decide after 3 tries"):
+            send("run_a")
+    finally:
+        with metadata_db.engine.begin() as connection:
+            claim_lock_table.create(connection)
     assert not any(worker.inspect.requests().values())
