@@ -1,6 +1,6 @@
 """The claim store's races, played on a real database: the checks the SQLite unit test and the PostgreSQL
-deployment test share. Each claimant is a thread or a process of its own with its own connection, as
-workers and API servers are; nothing is mocked but the pause a test puts into one claimant.
+deployment test share (:class:`ClaimRaces`). Each claimant is a thread or a process of its own with its own
+connection, as workers and API servers are; nothing is mocked but the pause a test puts into one claimant.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
@@ -238,3 +239,33 @@ def rows(engine: Engine) -> tuple[int, int]:
             connection.scalar(select(func.count()).select_from(claim_table)) or 0,
             connection.scalar(select(func.count()).select_from(claim_number_table)) or 0,
         )
+
+
+class ClaimRaces:
+    """The races every database decides the same way: a test module subclasses this class as ``Test...``
+    and gives the fixtures ``url`` (the database) and ``engine`` (:func:`fresh_engine` on it)."""
+
+    def test_fifty_threads_claim_one_campaign_and_exactly_one_wins(self, engine: Engine) -> None:
+        assert concurrent_threads(engine, 50) == {"won": 1, "duplicate": 49}
+        assert rows(engine) == (1, 0)
+
+    def test_fifty_claimants_in_five_processes_and_exactly_one_wins(self, engine: Engine, url: str) -> None:
+        assert concurrent_processes(url, processes=5, threads_each=10) == {"won": 1, "duplicate": 49}
+        assert rows(engine) == (1, 0)
+
+    @pytest.mark.parametrize("step", list(PAUSE_POINTS))
+    def test_a_claimant_paused_at_any_step_still_leaves_one_winner(self, url: str, step: str) -> None:
+        outcomes = paused_and_prompt(url, step)
+        assert sorted(outcomes.values()) == ["duplicate", "won"]
+        # Paused before taking the lock, A is overtaken; holding it, A is waited for.
+        assert outcomes["a" if step != "before its check" else "b"] == "won"
+
+    def test_two_slots_of_one_content_claimed_at_once_keep_both_rows(self, engine: Engine) -> None:
+        assert two_slots_at_once(engine) == ["won", "won"]
+        assert rows(engine) == (2, 0)
+
+    def test_two_sends_overlapping_by_half_give_each_number_to_one(self, engine: Engine) -> None:
+        won_a, won_b = overlapping_numbers(engine)
+        assert not won_a & won_b
+        assert won_a | won_b == set(range(1500))
+        assert rows(engine) == (2, 1500)

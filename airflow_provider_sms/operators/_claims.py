@@ -325,16 +325,10 @@ class NumberKeys:
 
 def message_scope(conn_id: str, message: Message) -> str:
     """What two sends to numbers share when one may leave people out of the other: the connection and the
-    message but its delay (a hex digest)."""
-    content = {
-        "conn_id": conn_id,
-        "text": message.text,
-        "sender": message.sender,
-        "pushtype": message.pushtype,
-        "links": message.links or [],
-        "per": "number",
-    }
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
+    message but its delay (a campaign's content digest whose audience is every number)."""
+    from airflow_provider_sms.operators._campaign import content_digest
+
+    return content_digest(conn_id, message, audience="each number")
 
 
 @dataclass

@@ -32,36 +32,8 @@ def engine(url: str) -> Engine:
     return checks.fresh_engine(url)
 
 
-def test_fifty_threads_claim_one_campaign_and_exactly_one_wins(engine):
-    outcomes = checks.concurrent_threads(engine, 50)
-    assert outcomes == {"won": 1, "duplicate": 49}
-    assert checks.rows(engine) == (1, 0)
-
-
-def test_fifty_claimants_in_five_processes_and_exactly_one_wins(engine, url):
-    outcomes = checks.concurrent_processes(url, processes=5, threads_each=10)
-    assert outcomes == {"won": 1, "duplicate": 49}
-    assert checks.rows(engine) == (1, 0)
-
-
-@pytest.mark.parametrize("step", list(checks.PAUSE_POINTS))
-def test_a_claimant_paused_at_any_step_still_leaves_one_winner(url, step):
-    outcomes = checks.paused_and_prompt(url, step)
-    assert sorted(outcomes.values()) == ["duplicate", "won"]
-    # Paused before taking the lock, A is overtaken; holding it, A is waited for.
-    assert outcomes["a" if step != "before its check" else "b"] == "won"
-
-
-def test_two_slots_of_one_content_claimed_at_once_keep_both_rows(engine):
-    assert checks.two_slots_at_once(engine) == ["won", "won"]
-    assert checks.rows(engine) == (2, 0)
-
-
-def test_two_sends_overlapping_by_half_give_each_number_to_one(engine):
-    won_a, won_b = checks.overlapping_numbers(engine)
-    assert not won_a & won_b
-    assert won_a | won_b == set(range(1500))
-    assert checks.rows(engine) == (2, 1500)
+class TestClaimRacesOnSqlite(checks.ClaimRaces):
+    """The races of :class:`~tests.claim_store_checks.ClaimRaces`, on SQLite."""
 
 
 def test_the_window_is_exact_not_rounded_to_slots(engine):
