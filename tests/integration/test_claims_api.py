@@ -255,3 +255,15 @@ def test_tables_missing_are_a_500_naming_the_migration_and_nothing_is_sent(worke
         with metadata_db.engine.begin() as connection:
             claim_lock_table.create(connection)
     assert not any(worker.inspect.requests().values())
+
+
+def test_a_body_over_the_bound_is_a_413_and_decides_nothing(worker, api_server):
+    from airflow_provider_sms.api_server.claims_api import MAX_BODY
+
+    answer = httpx.post(
+        f"{api_server.url}/sms/claims/sms_default",
+        content=b" " * (MAX_BODY + 1),
+        headers={"Authorization": f"Bearer {claim_key(TEST_TOKEN)}"},
+    )
+    assert answer.status_code == 413
+    assert claims() == []
