@@ -514,11 +514,10 @@ def test_trigger_reads_are_bounded(monkeypatch, big_server, kind, route):
 
     error, peak = asyncio.run(measure())
 
-    # Far below the 50 MB answer (the gzip read this guards peaked at 138 MB), with room for what varies
-    # from run to run: how much of the answer sits in the socket buffers when the limit trips, and the
-    # event loop's own allocations (every thread is traced). Seen: 0.1 to 4.3 MiB on Python 3.11 and up
-    # to 6.0 MiB on Python 3.10 in full-suite runs, for the 1 MiB limit.
-    bound = (1 if kind == "webhook" else 4) * MIB + 8 * MIB
+    # Far below the 50 MB answer, with room for what varies from run to run: how much of the answer sits
+    # in the socket buffers when the limit trips, the event loop's own allocations, and what the test
+    # process's other threads allocate meanwhile (every thread is traced). A whole read stays far above.
+    bound = (1 if kind == "webhook" else 4) * MIB + 12 * MIB
     assert peak < bound, f"peak {peak / MIB:.1f} MiB"
     assert error.endpoint == f"GET {path}"
 
