@@ -114,14 +114,17 @@ def cases(sizes: Sizes, dag: Path) -> dict[str, Callable[[], list[Record]]]:
 
 
 def delivery_cases(sizes: Sizes) -> list[Record]:
-    """The delivery-report receiver on the deployment: too heavy to start for a quick run of every group."""
+    """The cases on the deployment (the delivery-report receiver, the claims through its API server): too
+    heavy to start for a quick run of every group."""
     if sizes.reports == 0:
         reason = "quick run of every group (it starts a whole deployment: --quick --only delivery runs it)"
         return [
             *cases_delivery.skipped_records(FULL.reports, reason),
             *cases_campaigns_page.skipped_records(FULL.campaigns, 100 * FULL.reports, reason),
         ]
-    return cases_delivery.delivery_report_cases(sizes.reports, sizes.campaigns)
+    return cases_delivery.delivery_report_cases(
+        sizes.reports, sizes.campaigns, sizes.http_reps, sizes.process_reps
+    )
 
 
 def machine() -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 Each side runs in a fresh interpreter (:mod:`benchmarks.send_load`) and the sandbox in its own process,
 put back to its seeds before each side (it keeps every recipient it is sent). Sides are interleaved,
-ours first; the best wall time of each is kept, and the highest memory growth of ours.
+ours first; the best wall time of each is kept, and the highest memory growth of ours. Two ways to
+claim the numbers: through the deployment's API server (PostgreSQL), as a worker's task claims, with
+the target; and in process (a SQLite database of the child's own, as under ``airflow dags test``),
+reported, with the memory bound.
 """
 
 from __future__ import annotations
@@ -11,14 +14,23 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.claim_path import API_SERVER, IN_PROCESS
 from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, child_figures, record, skipped
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.deployment.harness import Deployment
 
 # The campaign is cut into this many batches, as a DAG author would for a big send.
 BATCHES = 20
 MAX_RSS_GROWTH = 60 * 1024 * 1024
+# The wall time against the bare loop, for the claims made as a deployment makes them.
+TIME_TARGET = Target(2.0)
+CLAIMED = {API_SERVER: "through the API server (PostgreSQL)", IN_PROCESS: "in process (SQLite)"}
 BARE_LOOP = "a bare requests.Session loop posting the same batches as the same JSON (fresh interpreter)"
 # Longest one side may take: a stuck child fails the case.
 SEND_TIMEOUT = 900
@@ -28,51 +40,81 @@ def _side(*args: str, env: dict[str, str]) -> dict[str, Any]:
     return child_figures("benchmarks.send_load", list(args), env, SEND_TIMEOUT)
 
 
-def _received(url: str) -> int:
-    """Numbers the sandbox was sent since its last reset; then put it back to its seeds."""
+def _received(url: str, recipients: int) -> int:
+    """Numbers the sandbox was sent since its last reset; then put it back to its seeds, with credits for
+    a campaign of ``recipients`` numbers (a deployment's sandbox starts with fewer)."""
     from airflow_provider_sms.sandbox import InspectionClient
 
     sandbox = InspectionClient(url)
     count = sum(len(campaign["recipients"]) for campaign in sandbox.campaigns())
     sandbox.reset()
+    sandbox.set_credits(10 * recipients)
     return count
 
 
-def million_send_cases(recipients: int, reps: int) -> list[Record]:
-    """``recipients`` numbers from a file, sent in :data:`BATCHES` batches: wall time and peak RSS growth."""
-    time_name = (
-        f"send {recipients:,} numbers from a file, each claimed in process (SQLite), SmsSendOperator vs "
-        "bare requests loop"
+def _names(recipients: int, claims: str) -> tuple[str, str]:
+    return (
+        f"send {recipients:,} numbers from a file, each claimed {CLAIMED[claims]}, SmsSendOperator vs "
+        "bare requests loop",
+        f"send {recipients:,} numbers from a file, claimed {CLAIMED[claims]}: peak RSS growth of "
+        "SmsSendOperator",
     )
-    memory_name = f"send {recipients:,} numbers from a file: peak RSS growth of SmsSendOperator"
-    # Reported: the target (2 x the bare loop) is the claims' through the API server on PostgreSQL, as a
-    # deployment makes them; this row claims in the process's own SQLite database (`airflow dags test`).
-    time_target = REPORT
-    memory_target = Target(MAX_RSS_GROWTH, kind="bound")
+
+
+def _targets(claims: str) -> tuple[Target, Target]:
+    return (TIME_TARGET if claims == API_SERVER else REPORT, Target(MAX_RSS_GROWTH, kind="bound"))
+
+
+def skipped_records(recipients: int, claims: str, reason: str) -> list[Record]:
+    """The two rows of one claim path, skipped with ``reason``."""
+    (time_name, memory_name), (time_target, memory_target) = _names(recipients, claims), _targets(claims)
+    return [
+        skipped(time_name, recipients, time_target, reason, baseline_name=BARE_LOOP),
+        skipped(memory_name, recipients, memory_target, reason, baseline_name=NO_BASELINE, unit="bytes"),
+    ]
+
+
+def million_send_cases(recipients: int, reps: int) -> list[Record]:
+    """``recipients`` numbers from a file, claimed in process, sent to a sandbox of their own."""
     if not sandbox_available():
-        return [
-            skipped(time_name, recipients, time_target, SANDBOX_MISSING, baseline_name=BARE_LOOP),
-            skipped(
-                memory_name,
-                recipients,
-                memory_target,
-                SANDBOX_MISSING,
-                baseline_name=NO_BASELINE,
-                unit="bytes",
-            ),
-        ]
+        return skipped_records(recipients, IN_PROCESS, SANDBOX_MISSING)
+    with sandbox_process() as url:
+        connection = {"conn_type": "sms", "host": url, "password": TOKEN}
+        env = {**os.environ, "AIRFLOW_CONN_SMS_DEFAULT": json.dumps(connection)}
+        return _send_cases(recipients, reps, IN_PROCESS, url, TOKEN, env, forget=lambda: None)
+
+
+def api_server_send_cases(deployment: Deployment, recipients: int, reps: int) -> list[Record]:
+    """``recipients`` numbers from a file, claimed through the deployment's API server, sent to its
+    sandbox; the claims forgotten before each run of ours (each run is the same campaign)."""
+    url = deployment.sandbox_url
+    env = deployment.airflow_env(AIRFLOW_CONN_SMS_DEFAULT=deployment.connection(url))
+    return _send_cases(recipients, reps, API_SERVER, url, deployment.token, env, deployment.forget_campaigns)
+
+
+def _send_cases(
+    recipients: int,
+    reps: int,
+    claims: str,
+    url: str,
+    token: str,
+    env: dict[str, str],
+    forget: Callable[[], None],
+) -> list[Record]:
+    """Sent in :data:`BATCHES` batches, claimed as ``claims`` says: wall time and peak RSS growth."""
+    (time_name, memory_name), (time_target, memory_target) = _names(recipients, claims), _targets(claims)
     batch_size = max(1, recipients // BATCHES)
     ours = baseline = float("inf")
     growth = 0
-    with tempfile.TemporaryDirectory() as folder, sandbox_process() as url:
+    _received(url, recipients)
+    with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "numbers.csv"
         path.write_text("".join(f"336{index:08d}\n" for index in range(recipients)))
-        connection = {"conn_type": "sms", "host": url, "password": TOKEN}
-        env = {**os.environ, "AIRFLOW_CONN_SMS_DEFAULT": json.dumps(connection)}
         for _ in range(reps):
-            report = _side("operator", str(path), str(batch_size), env=env)
+            forget()
+            report = _side("operator", str(path), str(batch_size), claims, env=env)
             result = report["result"]
-            sent = _received(url)
+            sent = _received(url, recipients)
             if result["total"] != recipients or sent != recipients:
                 raise AssertionError(
                     f"{recipients} numbers given, the operator sent {result['total']}, the sandbox got {sent}"
@@ -80,9 +122,9 @@ def million_send_cases(recipients: int, reps: int) -> list[Record]:
             ours = min(ours, report["seconds"])
             growth = max(growth, report["rss_peak"] - report["rss_before"])
             baseline = min(
-                baseline, _side("bare", str(path), str(batch_size), url, TOKEN, env=env)["seconds"]
+                baseline, _side("bare", str(path), str(batch_size), url, token, env=env)["seconds"]
             )
-            if _received(url) != recipients:
+            if _received(url, recipients) != recipients:
                 raise AssertionError("the bare loop did not send every number")
     how = (
         f"numbers in a CSV file, {result['batches']} batches of {batch_size:,}, no cost gate; each side in a "
@@ -98,8 +140,9 @@ def million_send_cases(recipients: int, reps: int) -> list[Record]:
             time_target,
             baseline_name=BARE_LOOP,
             note=f"{how}: wall time of SmsSendOperator.execute() (every number checked, de-duplicated and "
-            "claimed before the first request, then the batches sent) vs a requests.Session loop that reads "
-            "the file and posts the same batches as the same JSON, checking nothing",
+            f"claimed {CLAIMED[claims]} before the first request, then the batches sent) vs a "
+            "requests.Session loop that reads the file and posts the same batches as the same JSON, "
+            "checking nothing",
         ),
         record(
             memory_name,

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from benchmarks import cases_campaigns_page, cases_delivery_scale
+from benchmarks import (
+    cases_campaign,
+    cases_campaigns_page,
+    cases_claims,
+    cases_delivery_scale,
+    cases_send_cost,
+)
+from benchmarks.claim_path import API_SERVER
 from benchmarks.deployment_tools import asset_events
 from benchmarks.harness import NO_BASELINE, REPORT, Record, Target, record, skipped
 from benchmarks.http_load import CONCURRENCY, SIGNATURE, get_noop, post_reports, report_bodies
@@ -50,6 +57,8 @@ REFUSED_POST = (
     "API server through the same clients, in the same rounds"
 )
 NOOP_GET = "the receiver's no-op GET .../_health on the same API server, through the same clients"
+# Numbers of the send claimed through the deployment's API server, per report of the ingest cases.
+SEND_PER_REPORT = 100
 # The DAG scheduled on sms_default's asset.
 CONSUMING_DAG = "sms_on_delivery_reports"
 NAMES = {
@@ -60,12 +69,16 @@ NAMES = {
 
 
 def skipped_records(count: int, reason: str) -> list[Record]:
-    """The ingest cases with targets (and the floor's row), skipped with ``reason``."""
+    """The ingest cases with targets (and the floor's row), and the claims' cases on the deployment,
+    skipped with ``reason``."""
     calls = INGEST_CALLS_PER_REPORT * count
     return [
         skipped(NAMES["dag"], calls, PER_REPORT_TARGET, reason, baseline_name=REFUSED_POST, unit="ms"),
         skipped(NAMES["stored"], calls, NO_EVENT_TARGET, reason, baseline_name=REFUSED_POST, unit="ms"),
         skipped(NAMES["refused"], calls, REPORT, reason, baseline_name=NOOP_GET, unit="ms"),
+        *cases_send_cost.skipped_records(API_SERVER, reason),
+        *cases_campaign.skipped_records(SEND_PER_REPORT * count, API_SERVER, reason),
+        *cases_claims.skipped_records(reason),
     ]
 
 
@@ -205,9 +218,11 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
-    """The receiver's throughput and p99 latency on the deployment, then the cases at campaign scale and
-    the campaigns page with ``campaigns`` campaigns; skipped when it cannot start."""
+def delivery_report_cases(count: int, campaigns: int, send_reps: int, cost_reps: int) -> list[Record]:
+    """The receiver's throughput and p99 latency on the deployment, then the cases at campaign scale, the
+    campaigns page with ``campaigns`` campaigns, and the claims through the API server (a send's fixed
+    cost, ``cost_reps`` runs; a send of ``SEND_PER_REPORT * count`` numbers, ``send_reps`` runs; claims
+    at once); skipped when it cannot start."""
     try:
         from tests.deployment.harness import DeploymentError, running_deployment
     except ImportError as exc:
@@ -247,6 +262,9 @@ def delivery_report_cases(count: int, campaigns: int) -> list[Record]:
                         cases_delivery_scale.BIG_CAMPAIGN,
                     ),
                     cases_delivery_scale.scheduler_memory_record(deployment, 10 * count),
+                    *cases_send_cost.api_server_send_cost_cases(deployment, cost_reps),
+                    *cases_campaign.api_server_send_cases(deployment, SEND_PER_REPORT * count, send_reps),
+                    *cases_claims.concurrent_claims_records(deployment),
                 ]
         except DeploymentError as exc:
             return skipped_records(count, f"the deployment did not start ({exc})")

@@ -3,24 +3,34 @@
 The operator and the bare POST run interleaved in one fresh interpreter
 (:mod:`benchmarks.send_cost_load`), the sandbox in its own process on 127.0.0.1. Every row is reported
 against the bare POST, measured in the same run: how many bare POSTs the operator's work before its
-first POST, its whole call and each of its parts cost. Targets: the whole ``execute()`` at most 3 bare
-POSTs, its first POST at most 2 (the claims decided by the claim store, in process here).
+first POST, its whole call and each of its parts cost. Two sets of rows: the claims made through the
+deployment's API server (PostgreSQL), as a worker's task makes them, with the targets (the whole
+``execute()`` at most 3 bare POSTs, its first POST at most 2); and the claims made in process (a SQLite
+database of the child's own, as under ``airflow dags test``), reported.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.cases_http import SANDBOX_MISSING, TOKEN, sandbox_available, sandbox_process
+from benchmarks.claim_path import API_SERVER, IN_PROCESS
 from benchmarks.harness import REPORT, Record, Target, child_figures, record, skipped
+
+if TYPE_CHECKING:
+    from tests.deployment.harness import Deployment
 
 NUMBERS = 10
 BARE_POST = "a bare requests.post of the same /send body to the sandbox, answer checked (same interpreter)"
 # Longest the child may take: a stuck child fails the case.
 TIMEOUT = 300
-PREFIX = f"send {NUMBERS} numbers, SmsSendOperator.execute()"
+# Each set of rows by where its claims are made: its title, and whether its rows carry the targets.
+CLAIM_PATHS = {
+    API_SERVER: ("claims through the API server (PostgreSQL)", True),
+    IN_PROCESS: ("claims in process (SQLite)", False),
+}
 # The rows with a target (the others are reported): a send's fixed cost against a bare POST.
 TARGETS = {"whole execute()": Target(3.0), "first POST /send after execute() starts": Target(2.0)}
 # (row, the run it is read from, the figure in that run, what it measures)
@@ -52,41 +62,77 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def _names() -> list[str]:
-    return [f"{PREFIX}: {row[0]}" for row in ROWS] + [f"{PREFIX}: whole execute(), first in its interpreter"]
+def _prefix(claims: str) -> str:
+    return f"send {NUMBERS} numbers, SmsSendOperator.execute(), {CLAIM_PATHS[claims][0]}"
+
+
+def _names(claims: str) -> list[str]:
+    prefix = _prefix(claims)
+    return [f"{prefix}: {row[0]}" for row in ROWS] + [f"{prefix}: whole execute(), first in its interpreter"]
+
+
+def _target(claims: str, row: str) -> Target:
+    return TARGETS.get(row, REPORT) if CLAIM_PATHS[claims][1] else REPORT
+
+
+def skipped_records(claims: str, reason: str) -> list[Record]:
+    """The rows of one claim path, skipped with ``reason``."""
+    rows = [row[0] for row in ROWS] + [""]
+    return [
+        skipped(name, NUMBERS, _target(claims, row), reason, baseline_name=BARE_POST, unit="ms")
+        for name, row in zip(_names(claims), rows, strict=True)
+    ]
 
 
 def send_cost_cases(reps: int) -> list[Record]:
-    """The rows of :data:`ROWS`, and the first call in a fresh interpreter, each against the bare POST."""
+    """The rows with the claims made in process, against a sandbox of their own."""
     if not sandbox_available():
-        return [
-            skipped(name, NUMBERS, REPORT, SANDBOX_MISSING, baseline_name=BARE_POST, unit="ms")
-            for name in _names()
-        ]
+        return skipped_records(IN_PROCESS, SANDBOX_MISSING)
     with sandbox_process() as url:
         connection = {"conn_type": "sms", "host": url, "password": TOKEN}
         env = {**os.environ, "AIRFLOW_CONN_SMS_DEFAULT": json.dumps(connection)}
-        figures: dict[str, Any] = child_figures(
-            "benchmarks.send_cost_load", [url, TOKEN, str(reps)], env, TIMEOUT
+        figures = child_figures(
+            "benchmarks.send_cost_load", [url, TOKEN, str(reps), IN_PROCESS], env, TIMEOUT
         )
+    return _records(figures, reps, IN_PROCESS)
+
+
+def api_server_send_cost_cases(deployment: Deployment, reps: int) -> list[Record]:
+    """The rows with the claims made through the deployment's API server, against its sandbox: the child
+    has the deployment's configuration, and reads the connection the API server reads (same token)."""
+    url = deployment.sandbox_url
+    env = deployment.airflow_env(AIRFLOW_CONN_SMS_DEFAULT=deployment.connection(url))
+    figures = child_figures(
+        "benchmarks.send_cost_load", [url, deployment.token, str(reps), API_SERVER], env, TIMEOUT
+    )
+    return _records(figures, reps, API_SERVER)
+
+
+def _records(figures: dict[str, Any], reps: int, claims: str) -> list[Record]:
+    """The rows of :data:`ROWS`, and the first call in a fresh interpreter, each against the bare POST."""
     bare = figures["bare"] * 1000
     plain = figures["plain"]
+    store = (
+        "the claims through the API server's routes (its PostgreSQL), the child's ORM blocked as in a task"
+        if claims == API_SERVER
+        else "the claims in a SQLite database of the child's own"
+    )
     how = (
         f"{NUMBERS} numbers as a list, one batch of {figures['body_bytes']} bytes of JSON; one fresh "
         "interpreter runs the bare POST and the operator (no gate; max_cost set) in turn, each run from an "
-        "empty in-memory Variable store and claim store (SQLite, in process) and the sandbox reset "
-        f"after it; best of {reps} of each figure. The Variables are in memory: {plain['variable_reads']} "
+        f"empty in-memory Variable store, with a text of its own, the sandbox reset after it; {store}; "
+        f"best of {reps} of each figure. The Variables are in memory: {plain['variable_reads']} "
         f"reads and {plain['variable_writes']} writes per send (no gate), each a round trip to Airflow's "
         "API server in a worker, are not in these figures"
     )
-    names = _names()
+    names = _names(claims)
     rows = [
         record(
             name,
             NUMBERS,
             figures[run][figure] * 1000,
             bare,
-            TARGETS.get(row, REPORT),
+            _target(claims, row),
             baseline_name=BARE_POST,
             unit="ms",
             note=what,

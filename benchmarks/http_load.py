@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import httpx
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 CONCURRENCY = 16
 SIGNATURE = "sb-sig-1"  # the sandbox's signature of DLR webhook "1", which the connection names
@@ -52,19 +53,26 @@ async def _load(send: Callable[[httpx.AsyncClient, int], object], count: int) ->
         return time.perf_counter() - began, latencies
 
 
+def post_bodies(
+    url: str, bodies: Sequence[bytes], headers: Mapping[str, str]
+) -> tuple[float, list[float], list[httpx.Response]]:
+    """POST every JSON body with ``headers``; the wall time, the latencies and each body's answer."""
+    answers: dict[int, httpx.Response] = {}
+    headers = {"Content-Type": "application/json", **headers}
+
+    async def send(client: httpx.AsyncClient, index: int) -> None:
+        answers[index] = await client.post(url, content=bodies[index], headers=headers)
+
+    elapsed, latencies = asyncio.run(_load(send, len(bodies)))
+    return elapsed, latencies, [answers[index] for index in range(len(bodies))]
+
+
 def post_reports(
     url: str, bodies: Sequence[bytes], signature: str = SIGNATURE
 ) -> tuple[float, list[float], dict[int, int]]:
-    """Post every body; the wall time, the latencies and how many answers had each HTTP status."""
-    statuses: dict[int, int] = {}
-    headers = {"Content-Type": "application/json", "X-SMSFactor-Signature": signature}
-
-    async def send(client: httpx.AsyncClient, index: int) -> None:
-        answer = await client.post(url, content=bodies[index], headers=headers)
-        statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
-
-    elapsed, latencies = asyncio.run(_load(send, len(bodies)))
-    return elapsed, latencies, statuses
+    """Post every report; the wall time, the latencies and how many answers had each HTTP status."""
+    elapsed, latencies, answers = post_bodies(url, bodies, {"X-SMSFactor-Signature": signature})
+    return elapsed, latencies, dict(Counter(answer.status_code for answer in answers))
 
 
 def get_noop(url: str, count: int) -> tuple[float, list[float]]:

@@ -1,4 +1,4 @@
-"""A send's fixed cost, in a fresh interpreter: ``python -m benchmarks.send_cost_load URL TOKEN REPS``.
+"""A send's fixed cost, in a fresh interpreter: ``python -m benchmarks.send_cost_load URL TOKEN REPS CLAIMS``.
 
 Runs ``SmsSendOperator(recipients=<10 numbers>).execute()`` on the ``sms_default`` connection (the
 sandbox at ``URL``) as a task would run it, and a bare ``requests.post`` of the same body, interleaved,
@@ -6,9 +6,10 @@ sandbox at ``URL``) as a task would run it, and a bare ``requests.post`` of the 
 
 The operator runs in two ways: no gate, and with a cost gate (``max_cost`` set: the exact campaign is
 simulated first). Each run starts from an empty in-memory Variable store (the stand-in the operator
-tests use: no task runtime here) and an empty claim store (a SQLite database of its own, reached in
-process, as under ``airflow dags test``), so neither the send guard nor a claim holds an earlier run;
-the sandbox is put back to its seeds after each run, outside the timed part.
+tests use: no task runtime here) and sends a text of its own, so neither the send guard nor a claim
+holds an earlier run; the claims are made where ``CLAIMS`` says (:mod:`benchmarks.claim_path`: a SQLite
+database of the child's own, or the API server's routes); the sandbox is put back to its seeds after
+each run, outside the timed part.
 
 What is timed, by wrapping the provider's functions for the run (the wrappers' own cost is in the whole):
 from ``execute()`` to the first ``POST /send`` handed to ``requests`` and the whole call, and the parts:
@@ -22,6 +23,7 @@ the in-memory store does not pay.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sys
 import time
@@ -71,16 +73,18 @@ def _timed(part: str, func: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def instrument() -> None:
-    """Wrap what a send does in timers, and the Variables in an in-memory store that counts its calls."""
+def instrument(claims: str) -> None:
+    """Wrap what a send does in timers, and the Variables in an in-memory store that counts its calls;
+    claims made where ``claims`` says (:func:`benchmarks.claim_path.claim_through`)."""
     import pytest
     import requests
 
     from airflow_provider_sms.operators import _campaign_run, _claims, _send_guard, sms
-    from tests.conftest import MemoryVariables, use_memory_variables
+    from benchmarks.claim_path import claim_through
+    from tests.conftest import MemoryVariables
 
     patch = pytest.MonkeyPatch()  # never undone: the interpreter exists for this measurement
-    use_memory_variables(patch)
+    claim_through(claims, patch)
 
     class CountingVariables(MemoryVariables):
         @classmethod
@@ -120,22 +124,21 @@ def instrument() -> None:
     patch.setattr(requests.Session, "send", noting_send)
 
 
-def run_operator(url: str, *, gate: bool) -> dict[str, Any]:
-    """One ``execute()`` from an empty Variable store and claim store; its figures (seconds)."""
-    from airflow import settings
+# Each run's text is its own (the same length): no run's claim is another's duplicate.
+_runs = itertools.count()
 
-    from airflow_provider_sms.api_server.claims import TABLES
+
+def run_operator(url: str, *, gate: bool) -> dict[str, Any]:
+    """One ``execute()`` from an empty Variable store, of a text no claim holds; its figures (seconds)."""
     from airflow_provider_sms.operators.sms import SmsSendOperator
     from airflow_provider_sms.sandbox import InspectionClient
     from tests.conftest import MemoryVariables
     from tests.task_instance import FakeTaskInstance
 
     MemoryVariables.store.clear()
-    with settings.engine.begin() as connection:
-        for table in TABLES:
-            connection.execute(table.delete())
+    text = f"{TEXT} {next(_runs):04d}"
     operator = SmsSendOperator(
-        task_id="send", message=TEXT, recipients=list(NUMBERS), max_cost=MAX_COST if gate else None
+        task_id="send", message=text, recipients=list(NUMBERS), max_cost=MAX_COST if gate else None
     )
     ti = FakeTaskInstance(dag_id="bench", run_id="bench")
     CLOCK.reset()
@@ -181,9 +184,9 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: min(run.get(key, 0.0) for run in runs) for key in sorted(keys)}
 
 
-def measure(url: str, token: str, reps: int) -> dict[str, Any]:
+def measure(url: str, token: str, reps: int, claims: str) -> dict[str, Any]:
     """The figures the module docstring describes."""
-    instrument()
+    instrument(claims)
     # The first run in this interpreter pays the imports execute() makes: reported apart.
     cold = run_operator(url, gate=False)
     body = CLOCK.body
@@ -205,8 +208,8 @@ def measure(url: str, token: str, reps: int) -> dict[str, Any]:
 
 def main() -> int:
     """Measure against the sandbox the arguments name; print the figures as one JSON line."""
-    url, token, reps = sys.argv[1:]
-    print(json.dumps(measure(url, token, int(reps))))
+    url, token, reps, claims = sys.argv[1:]
+    print(json.dumps(measure(url, token, int(reps), claims)))
     return 0
 
 

@@ -1,9 +1,10 @@
 """A campaign from a file of numbers, sent in a fresh interpreter: ``python -m benchmarks.send_load``.
 
-``operator PATH BATCH_SIZE``: ``SmsSendOperator(recipients=PATH, batch_size=BATCH_SIZE).execute()`` on
-the ``sms_default`` connection, as a task would run it; the send guard keeps its records in memory (no
-task runtime here: the stand-in the operator tests use) and the claims are made in a SQLite database of
-their own, in process (as under ``airflow dags test``): claiming every number is part of the time.
+``operator PATH BATCH_SIZE CLAIMS``: ``SmsSendOperator(recipients=PATH, batch_size=BATCH_SIZE).execute()``
+on the ``sms_default`` connection, as a task would run it; the send guard keeps its records in memory
+(no task runtime here: the stand-in the operator tests use) and the claims are made where ``CLAIMS``
+says (:mod:`benchmarks.claim_path`: in process, or through the API server): claiming every number is
+part of the time.
 Prints the wall time of ``execute()``, the RSS once Airflow and every module ``execute()`` uses are
 imported, the peak RSS during ``execute()`` (``VmHWM``, reset just before) and the result with the size
 of its JSON (what XCom would store).
@@ -24,7 +25,7 @@ from typing import Any
 TEXT = "Flash sale tonight"
 
 
-def operator_send(path: Path, batch_size: int) -> dict[str, Any]:
+def operator_send(path: Path, batch_size: int, claims: str) -> dict[str, Any]:
     """Run the operator on ``path``; return its figures (see the module docstring)."""
     # Everything execute() imports, imported first: the growth measured is the campaign's, not theirs.
     import pytest
@@ -33,11 +34,11 @@ def operator_send(path: Path, batch_size: int) -> dict[str, Any]:
     import airflow_provider_sms.hooks.sms
     import airflow_provider_sms.operators._campaign_run  # noqa: F401
     from airflow_provider_sms.operators.sms import SmsSendOperator
+    from benchmarks.claim_path import claim_through
     from benchmarks.proc import reset_peak_rss, status_bytes
-    from tests.conftest import use_memory_variables
     from tests.task_instance import FakeTaskInstance
 
-    use_memory_variables(pytest.MonkeyPatch())
+    claim_through(claims, pytest.MonkeyPatch())
     operator = SmsSendOperator(task_id="send", message=TEXT, recipients=path, batch_size=batch_size)
     ti = FakeTaskInstance(dag_id="bench", run_id="bench")
     before = status_bytes("VmRSS")
@@ -88,7 +89,7 @@ def main() -> int:
     """Run the mode the arguments name; print its figures as one JSON line."""
     mode, path, batch_size, *rest = sys.argv[1:]
     if mode == "operator":
-        figures = operator_send(Path(path), int(batch_size))
+        figures = operator_send(Path(path), int(batch_size), *rest)
     else:
         figures = bare_send(Path(path), int(batch_size), *rest)
     print(json.dumps(figures))

@@ -173,7 +173,7 @@ def latest_run(home: Path, dag_id: str) -> str:
 def forget_campaigns(home: Path) -> None:
     """Delete the claims (the claim store's rows) of the SQLite database in ``home``."""
     with sqlite3.connect(home / "airflow.db") as db:
-        for table in ("sms_claim_number", "sms_claim", "sms_claim_lock"):
+        for table in ("sms_claim_chunk", "sms_claim", "sms_claim_lock"):
             db.execute(f"DELETE FROM {table}")  # our own table names
 
 

@@ -8,8 +8,10 @@ twice" is decided here, in Airflow's metadata database, where a transaction can 
   two sends the same but their delivery time and, per number, their audience), the claimant, the
   delivery time, the state (``sending``, then ``sent`` with the tickets). A row is never rewritten by
   another send, so no write erases another's.
-- ``sms_claim_number``: for a send to numbers, one row per number it claimed: its scope, a keyed digest
-  of the number (never the number) and the claim that holds it (whose delivery time counts).
+- ``sms_claim_chunk``: for a send to numbers, the numbers it claimed, one row per chunk of up to
+  :data:`MAX_NUMBERS_PER_CALL`: their keyed digests (never the numbers), packed end to end, and where the
+  chunk starts among the send's numbers (a chunk claimed again, by a retry or a call whose answer was
+  lost, is the same row). A chunk is one row, not thousands: claiming a million numbers writes fifty.
 - ``sms_claim_lock``: one row per scope. Every decision first takes this row's lock (an UPDATE, held
   until the commit), then reads the claims of the scope and writes its own: two claims of one scope are
   decided one after the other, whatever either claimant's timing. The window (two delivery times closer
@@ -27,11 +29,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import pendulum
 from airflow.models.base import ID_LEN
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -43,19 +46,16 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    any_,
-    bindparam,
+    and_,
     delete,
     func,
     insert,
-    literal,
     select,
     update,
 )
 from sqlalchemy.dialects import mysql
-from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_sms.delivery_reports.store import insert_ignoring_duplicates
+from airflow_provider_sms.delivery_reports.store import insert_ignoring_duplicates, upsert
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Row
     from sqlalchemy.orm import Session
-    from sqlalchemy.sql.elements import BindParameter
+    from sqlalchemy.sql.elements import ColumnElement
 
 # Where the routes are, under the provider's app (``/sms``).
 CLAIMS_PATH = "/claims/{conn_id}"
@@ -72,14 +72,13 @@ CLAIM_SENT_PATH = "/claims/{conn_id}/{claim_id}/sent"
 CLAIM_RELEASE_PATH = "/claims/{conn_id}/{claim_id}/release"
 # A number's digest: 16 bytes of a keyed BLAKE2b (two different numbers never meet by accident).
 NUMBER_KEY_BYTES = 16
-# The most numbers one request claims (a batch is claimed in requests of at most this many).
+# The most numbers one request claims (a batch is claimed in requests of at most this many): one chunk.
 MAX_NUMBERS_PER_CALL = 20_000
-# Numbers compared in one statement: within every database's limit on bound parameters (SQLite's is
-# 32,766 since 3.32).
-_NUMBERS_PER_STATEMENT = 5000
+# Claims deleted in one statement: within every database's limit on bound parameters.
+_IDS_PER_STATEMENT = 5000
 ClaimState = Literal["sending", "sent"]
-# A number's digest: binary; MySQL keys no BLOB, so a fixed-length VARBINARY there.
-NumberKey = LargeBinary(NUMBER_KEY_BYTES).with_variant(mysql.VARBINARY(NUMBER_KEY_BYTES), "mysql")
+# A chunk's digests, packed: MySQL's BLOB holds 64 KiB, a MEDIUMBLOB the largest chunk.
+PackedKeys = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql")
 _Item = TypeVar("_Item")
 
 claim_table = Table(
@@ -88,7 +87,7 @@ claim_table = Table(
     Column("id", ReportId, primary_key=True, autoincrement=True),
     Column("conn_id", String(CONN_ID_LENGTH), nullable=False),
     Column("scope", String(64), nullable=False),
-    # A send to numbers: its conflicts are decided number by number (sms_claim_number).
+    # A send to numbers: its conflicts are decided number by number (sms_claim_chunk).
     Column("per_number", Boolean, nullable=False),
     # Which key digested its numbers (derived from the connection's token): digests made with another
     # key cannot be compared.
@@ -109,14 +108,14 @@ claim_table = Table(
     Index("idx_sms_claim_task", "dag_id", "run_id", "task_id", "map_index"),
 )
 
-claim_number_table = Table(
-    "sms_claim_number",
+claim_chunk_table = Table(
+    "sms_claim_chunk",
     metadata,
-    Column("scope", String(64), primary_key=True),
-    Column("number_key", NumberKey, primary_key=True),
     Column("claim_id", BigInteger, primary_key=True),
-    # Rows are found by their key only: on SQLite the key is the table (no rowid beside it).
-    sqlite_with_rowid=False,
+    # Where the chunk starts among its send's numbers.
+    Column("chunk_start", BigInteger, primary_key=True),
+    Column("numbers", Integer, nullable=False),
+    Column("number_keys", PackedKeys, nullable=False),
 )
 
 claim_lock_table = Table(
@@ -127,7 +126,7 @@ claim_lock_table = Table(
     Column("decisions", BigInteger, nullable=False),
 )
 
-TABLES = (claim_table, claim_number_table, claim_lock_table)
+TABLES = (claim_table, claim_chunk_table, claim_lock_table)
 
 Identifier = Annotated[str, Field(min_length=1, max_length=ID_LEN)]
 
@@ -176,6 +175,13 @@ class ClaimRequest(WireModel):
     delayed: bool
     window_seconds: float = Field(gt=0, le=366 * 24 * 3600)
     force: bool = False
+    numbers: NumberChunk | None = None
+
+    @model_validator(mode="after")
+    def _numbers_per_number(self) -> ClaimRequest:
+        if self.numbers is not None and not self.per_number:
+            raise ValueError("numbers: only a send to numbers (per_number) claims numbers")
+        return self
 
 
 class ClaimView(WireModel):
@@ -214,17 +220,24 @@ class ClaimAnswer(WireModel):
         of the slot digested its numbers with another key: they cannot be compared; nothing was written).
     :param claim: this send's claim, when it may go.
     :param earlier: the other sends of the same slot (for a refusal, or the warning of a forced send).
+    :param numbers: the answer for the chunk of numbers the request carried, when the send may go.
     """
 
     outcome: Literal["won", "resumed", "duplicate", "undecidable"]
     claim: ClaimView | None = None
     earlier: list[ClaimView] = []
+    numbers: NumbersAnswer | None = None
 
 
-class NumbersRequest(WireModel):
-    """A claim's numbers, as keyed digests (:data:`NUMBER_KEY_BYTES` each, concatenated, base64)."""
+class NumberChunk(WireModel):
+    """A chunk of a send's numbers, as keyed digests (:data:`NUMBER_KEY_BYTES` each, concatenated,
+    base64).
 
-    claimant: Claimant
+    :param start: where the chunk starts among the send's numbers (the same chunk asked again is
+        claimed once).
+    """
+
+    start: int = Field(ge=0, le=2**63 - 1)
     keys: str
 
     @field_validator("keys")
@@ -238,14 +251,26 @@ class NumbersRequest(WireModel):
         return value
 
     @classmethod
-    def of(cls, claimant: Claimant, keys: Sequence[bytes]) -> NumbersRequest:
-        """The request for ``keys`` (each :data:`NUMBER_KEY_BYTES` long)."""
-        return cls(claimant=claimant, keys=base64.b64encode(b"".join(keys)).decode())
+    def of(cls, start: int, keys: Sequence[bytes]) -> NumberChunk:
+        """The chunk of ``keys`` (each :data:`NUMBER_KEY_BYTES` long) at ``start``."""
+        return cls(start=start, keys=base64.b64encode(b"".join(keys)).decode())
 
     def digests(self) -> list[bytes]:
         """The digests, in the order given."""
         raw = base64.b64decode(self.keys, validate=True)
         return [raw[at : at + NUMBER_KEY_BYTES] for at in range(0, len(raw), NUMBER_KEY_BYTES)]
+
+
+class NumbersRequest(WireModel):
+    """A chunk of a claim's numbers (the chunks after the first, which comes with the claim)."""
+
+    claimant: Claimant
+    chunk: NumberChunk
+
+    @classmethod
+    def of(cls, claimant: Claimant, start: int, keys: Sequence[bytes]) -> NumbersRequest:
+        """The request for ``keys``, the chunk at ``start``."""
+        return cls(claimant=claimant, chunk=NumberChunk.of(start, keys))
 
 
 class NumbersAnswer(WireModel):
@@ -289,7 +314,8 @@ def claim(session: Session, conn_id: str, request: ClaimRequest) -> ClaimAnswer:
     ).all()
     own = [row for row in rows if request.claimant.matches(row)]
     if own:
-        return ClaimAnswer(outcome="resumed", claim=_view(own[-1]))
+        answer = ClaimAnswer(outcome="resumed", claim=_view(own[-1]))
+        return _with_first_chunk(session, answer, own[-1], rows, request.numbers)
     window = dt.timedelta(seconds=request.window_seconds)
     near = [row for row in rows if abs(_utc(row.delivery) - request.delivery) < window]
     earlier = [_view(row) for row in near]
@@ -314,15 +340,27 @@ def claim(session: Session, conn_id: str, request: ClaimRequest) -> ClaimAnswer:
         "claimed_at": now,
     }
     inserted = session.connection().execute(insert(claim_table).values(values))
-    claim_id = inserted.inserted_primary_key[0]  # type: ignore[index]  # set after every insert
-    row = session.execute(select(claim_table).where(claim_table.c.id == claim_id)).one()
-    return ClaimAnswer(outcome="won", claim=_view(row), earlier=earlier)
+    row = SimpleNamespace(id=inserted.inserted_primary_key[0], **values)  # type: ignore[index]
+    answer = ClaimAnswer(outcome="won", claim=_view(row), earlier=earlier)
+    return _with_first_chunk(session, answer, row, rows, request.numbers)
+
+
+def _with_first_chunk(
+    session: Session, answer: ClaimAnswer, own: Any, rows: Sequence[Any], chunk: NumberChunk | None
+) -> ClaimAnswer:
+    """``answer`` with the claim of the send's first chunk of numbers, when the request carried one
+    (under the lock :func:`claim` holds; ``rows`` are the scope's claims it read)."""
+    if chunk is None:
+        return answer
+    window = dt.timedelta(seconds=own.window_seconds)
+    delivery = _utc(own.delivery)
+    others = [row.id for row in rows if row.id != own.id and abs(_utc(row.delivery) - delivery) < window]
+    answer.numbers = _claim_chunk(session, own.id, own.forced, others, chunk)
+    return answer
 
 
 def claim_numbers(session: Session, conn_id: str, claim_id: int, request: NumbersRequest) -> NumbersAnswer:
-    """Claim numbers for claim ``claim_id``: each goes to this claim unless another claim of the scope
-    holds it within the window (the caller commits). Numbers this claim already holds stay its own (a
-    resumed send); with ``force``, numbers others hold are claimed too, and still reported taken.
+    """Claim a chunk of numbers for claim ``claim_id`` (the caller commits): see :func:`_claim_chunk`.
 
     :raises ClaimNotFound: no such claim of this claimant on this connection.
     """
@@ -330,41 +368,55 @@ def claim_numbers(session: Session, conn_id: str, claim_id: int, request: Number
     if not own.per_number:
         raise ClaimNotFound(f"claim {claim_id} is a send to lists: it claims no numbers")
     _lock(session, own.scope)
-    keys = request.digests()
     window = dt.timedelta(seconds=own.window_seconds)
     delivery = _utc(own.delivery)
-    numbers = claim_number_table.c
     holding = claim_table.c
-    postgresql = session.get_bind().dialect.name == "postgresql"
     near = (holding.delivery > delivery - window) & (holding.delivery < delivery + window)
-    others = select(holding.id).where(holding.scope == own.scope, holding.id != claim_id, near).limit(1)
-    if session.execute(others).first() is None:
-        # No other send of the message in the slot, and none can claim meanwhile (the lock is held):
-        # every number is this claim's (those it holds already, a resumed send, are skipped).
-        _insert_numbers(session, own.scope, claim_id, keys, postgresql=postgresql)
-        return NumbersAnswer()
-    mine: set[bytes] = set()
-    holder: dict[bytes, int] = {}
-    for chunk in [keys] if postgresql else _chunks(keys, _NUMBERS_PER_STATEMENT):
-        # PostgreSQL takes the keys as one array parameter; elsewhere an IN list within the parameter limit.
-        among = (
-            numbers.number_key == any_(_binary_array(chunk)) if postgresql else numbers.number_key.in_(chunk)
+    others = session.scalars(
+        select(holding.id).where(holding.scope == own.scope, holding.id != claim_id, near)
+    ).all()
+    return _claim_chunk(session, claim_id, own.forced, others, request.chunk)
+
+
+def _claim_chunk(
+    session: Session, claim_id: int, forced: bool, others: Sequence[int], chunk: NumberChunk
+) -> NumbersAnswer:
+    """Claim a chunk of numbers: each goes to claim ``claim_id`` unless one of ``others`` (the other
+    claims of its scope within the window) holds it; with ``forced``, numbers others hold are claimed
+    too, and still reported taken. A chunk the claim already holds (at the same start) is kept as it
+    is: asked again, the answer is the same. The scope's lock is held: what the others hold is final.
+    """
+    keys = chunk.digests()
+    holder = _holders(session, others, set(keys)) if others else {}
+    taken = [position for position, key in enumerate(keys) if key in holder]
+    new = keys if forced else [key for key in keys if key not in holder]
+    if new:
+        columns = claim_chunk_table.c
+        statement = insert_ignoring_duplicates(
+            session, claim_chunk_table, [columns.claim_id.name, columns.chunk_start.name]
         )
-        held = session.execute(
-            select(numbers.number_key, numbers.claim_id)
-            .join(claim_table, holding.id == numbers.claim_id)
-            .where(numbers.scope == own.scope, among, near)
-        )
-        for key, held_by in held:
-            if held_by == claim_id:
-                mine.add(bytes(key))
-            else:
-                holder.setdefault(bytes(key), held_by)
-    taken = [position for position, key in enumerate(keys) if key in holder and key not in mine]
-    new = [key for key in keys if key not in mine and (own.forced or key not in holder)]
-    _insert_numbers(session, own.scope, claim_id, new, postgresql=postgresql)
+        values = {"claim_id": claim_id, "chunk_start": chunk.start, "numbers": len(new)}
+        session.execute(statement, {**values, "number_keys": b"".join(new)})
     holders = [holder[keys[position]] for position in taken]
     return NumbersAnswer(taken=taken, holders=holders, earlier=_views(session, set(holders)))
+
+
+def _holders(session: Session, claim_ids: Sequence[int], wanted: set[bytes]) -> dict[bytes, int]:
+    """Which of the ``wanted`` digests the claims ``claim_ids`` hold, and the first (oldest) holding each."""
+    chunk = claim_chunk_table.c
+    holder: dict[bytes, int] = {}
+    size = NUMBER_KEY_BYTES
+    chunks = session.execute(
+        select(chunk.claim_id, chunk.number_keys)
+        .where(chunk.claim_id.in_(claim_ids))
+        .order_by(chunk.claim_id)
+    )
+    for held_by, packed in chunks:
+        packed = bytes(packed)
+        for key in (packed[at : at + size] for at in range(0, len(packed), size)):
+            if key in wanted:
+                holder.setdefault(key, held_by)
+    return holder
 
 
 def mark_sent(session: Session, conn_id: str, claim_id: int, request: SentRequest) -> None:
@@ -372,25 +424,23 @@ def mark_sent(session: Session, conn_id: str, claim_id: int, request: SentReques
 
     :raises ClaimNotFound: no such claim of this claimant on this connection.
     """
-    _own_claim(session, conn_id, claim_id, request.claimant)
-    session.execute(
+    recorded = session.execute(
         update(claim_table)
-        .where(claim_table.c.id == claim_id)
+        .where(_is_own(conn_id, claim_id, request.claimant))
         .values(state="sent", tickets=json.dumps(request.tickets))
     )
+    if not recorded.rowcount:  # type: ignore[attr-defined]  # an UPDATE's result has it
+        raise ClaimNotFound(f"there is no claim {claim_id} of this task instance on connection {conn_id!r}")
 
 
 def release(session: Session, conn_id: str, claim_id: int, request: ReleaseRequest) -> None:
     """Forget claim ``claim_id`` and its numbers: its send certainly sent nothing (the caller commits).
     Releasing a claim that is not there changes nothing (a release whose answer was lost, asked again)."""
     try:
-        own = _own_claim(session, conn_id, claim_id, request.claimant)
+        _own_claim(session, conn_id, claim_id, request.claimant)
     except ClaimNotFound:
         return
-    numbers = claim_number_table.c
-    session.execute(
-        delete(claim_number_table).where(numbers.scope == own.scope, numbers.claim_id == claim_id)
-    )
+    session.execute(delete(claim_chunk_table).where(claim_chunk_table.c.claim_id == claim_id))
     session.execute(delete(claim_table).where(claim_table.c.id == claim_id))
 
 
@@ -400,72 +450,52 @@ def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> t
 
     :returns: how many claims and numbers were (or, with ``dry_run``, would be) deleted.
     """
-    old = session.execute(
-        select(claim_table.c.id, claim_table.c.scope).where(claim_table.c.delivery < horizon)
-    )
-    by_scope: dict[str, list[int]] = {}
-    for claim_id, scope in old:
-        by_scope.setdefault(scope, []).append(claim_id)
-    numbers = claim_number_table.c
-    claims = deleted = 0
-    for scope, ids in by_scope.items():
-        for chunk in _chunks(ids, _NUMBERS_PER_STATEMENT):
-            claims += len(chunk)
-            where = (numbers.scope == scope) & numbers.claim_id.in_(chunk)
-            if dry_run:
-                deleted += (
-                    session.scalar(select(func.count()).select_from(claim_number_table).where(where)) or 0
-                )
-                continue
-            deleted += session.connection().execute(delete(claim_number_table).where(where)).rowcount
-            session.execute(delete(claim_table).where(claim_table.c.id.in_(chunk)))
+    old = session.scalars(select(claim_table.c.id).where(claim_table.c.delivery < horizon)).all()
+    chunk = claim_chunk_table.c
+    numbers = 0
+    for ids in _chunks(old, _IDS_PER_STATEMENT):
+        numbers += (
+            session.scalar(select(func.coalesce(func.sum(chunk.numbers), 0)).where(chunk.claim_id.in_(ids)))
+            or 0
+        )
+        if not dry_run:
+            session.execute(delete(claim_chunk_table).where(chunk.claim_id.in_(ids)))
+            session.execute(delete(claim_table).where(claim_table.c.id.in_(ids)))
     if not dry_run:
         live = select(claim_table.c.scope)
         session.execute(delete(claim_lock_table).where(claim_lock_table.c.scope.not_in(live)))
-    return claims, deleted
-
-
-def _insert_numbers(
-    session: Session, scope: str, claim_id: int, keys: Sequence[bytes], *, postgresql: bool
-) -> None:
-    """Insert ``keys`` as claim ``claim_id``'s numbers, one statement; a key it holds already is skipped
-    (so is a key given twice)."""
-    if not keys:
-        return
-    statement = insert_ignoring_duplicates(session, claim_number_table, ["scope", "number_key", "claim_id"])
-    if postgresql:
-        rows = select(literal(scope), func.unnest(_binary_array(keys)), literal(claim_id))
-        session.execute(statement.from_select(["scope", "number_key", "claim_id"], rows))
-        return
-    session.execute(statement, [{"scope": scope, "number_key": key, "claim_id": claim_id} for key in keys])
-
-
-def _binary_array(keys: Sequence[bytes]) -> BindParameter[Any]:
-    """``keys`` as one PostgreSQL ``bytea[]`` parameter."""
-    from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
-
-    return bindparam(None, list(keys), type_=ARRAY(BYTEA()))
+    return len(old), numbers
 
 
 def _lock(session: Session, scope: str) -> None:
-    """Take the scope's lock row for the rest of the transaction (made on first use)."""
-    lock = claim_lock_table.c
-    taken = update(claim_lock_table).where(lock.scope == scope).values(decisions=lock.decisions + 1)
-    if session.connection().execute(taken).rowcount:
-        return
-    try:
-        with session.begin_nested():
-            session.execute(insert(claim_lock_table).values(scope=scope, decisions=1))
-    except IntegrityError:
-        # Made at the same moment by another decision, now committed: take it as made.
-        session.execute(taken)
+    """Take the scope's lock row for the rest of the transaction, made on first use: one statement that
+    inserts the row or, when it is there, updates it (either way the row stays locked until the commit;
+    a decision making it at the same moment waits for the other's commit, then updates it)."""
+    decisions = claim_lock_table.c.decisions
+    session.execute(
+        upsert(
+            session,
+            claim_lock_table,
+            ["scope"],
+            {"scope": scope, "decisions": 1},
+            {"decisions": decisions + 1},
+        )
+    )
+
+
+def _is_own(conn_id: str, claim_id: int, claimant: Claimant) -> ColumnElement[bool]:
+    """Claim ``claim_id`` of ``claimant`` on ``conn_id``."""
+    columns = claim_table.c
+    return and_(
+        columns.id == claim_id,
+        columns.conn_id == conn_id,
+        *(columns[name] == value for name, value in claimant.model_dump().items()),
+    )
 
 
 def _own_claim(session: Session, conn_id: str, claim_id: int, claimant: Claimant) -> Row[Any]:
-    row = session.execute(
-        select(claim_table).where(claim_table.c.id == claim_id, claim_table.c.conn_id == conn_id)
-    ).one_or_none()
-    if row is None or not claimant.matches(row):
+    row = session.execute(select(claim_table).where(_is_own(conn_id, claim_id, claimant))).one_or_none()
+    if row is None:
         raise ClaimNotFound(f"there is no claim {claim_id} of this task instance on connection {conn_id!r}")
     return row
 
@@ -479,7 +509,7 @@ def _views(session: Session, ids: set[int]) -> list[ClaimView]:
     return [_view(row) for row in rows]
 
 
-def _view(row: Row[Any]) -> ClaimView:
+def _view(row: Any) -> ClaimView:
     return ClaimView(
         id=row.id,
         dag_id=row.dag_id,

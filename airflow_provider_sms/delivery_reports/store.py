@@ -95,15 +95,36 @@ def report_row(conn_id: str, report: DeliveryReport, received_at: datetime) -> d
 
 def insert_ignoring_duplicates(db: Session | Connection, table: Any, key: list[str]) -> Any:
     """An INSERT into ``table`` that skips rows whose ``key`` is taken (PostgreSQL, SQLite, MySQL)."""
-    from sqlalchemy.dialects import postgresql, sqlite
+    name, dialect_insert = _dialect_insert(db)
+    if name == "mysql":
+        return dialect_insert(table).prefix_with("IGNORE")
+    return dialect_insert(table).on_conflict_do_nothing(index_elements=key)
+
+
+def upsert(
+    db: Session | Connection,
+    table: Any,
+    key: list[str],
+    values: Mapping[str, Any],
+    changes: Mapping[str, Any],
+) -> Any:
+    """An INSERT of ``values`` into ``table`` that, where its ``key`` is taken, updates that row with
+    ``changes`` instead (PostgreSQL, SQLite, MySQL): one statement, the row locked either way."""
+    name, dialect_insert = _dialect_insert(db)
+    if name == "mysql":
+        return dialect_insert(table).values(values).on_duplicate_key_update(changes)
+    return dialect_insert(table).values(values).on_conflict_do_update(index_elements=key, set_=changes)
+
+
+def _dialect_insert(db: Session | Connection) -> tuple[str, Any]:
+    """The database's name and its dialect's ``insert`` (which knows its way of meeting a taken key)."""
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
 
     name = _dialect(db).name
-    dialect: Any = {"postgresql": postgresql, "sqlite": sqlite}.get(name)
-    if dialect is not None:
-        return dialect.insert(table).on_conflict_do_nothing(index_elements=key)
-    if name == "mysql":
-        return insert(table).prefix_with("IGNORE")
-    raise NotImplementedError(f"the provider's tables are on PostgreSQL, MySQL or SQLite, not {name}")
+    dialect: Any = {"postgresql": postgresql, "sqlite": sqlite, "mysql": mysql}.get(name)
+    if dialect is None:
+        raise NotImplementedError(f"the provider's tables are on PostgreSQL, MySQL or SQLite, not {name}")
+    return name, dialect.insert
 
 
 def _dialect(db: Session | Connection) -> Any:

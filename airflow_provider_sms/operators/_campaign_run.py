@@ -270,11 +270,11 @@ def claimed(
     ``on_duplicate`` says. A retry of a task instance finds its own claim: not a duplicate.
     """
     claim = CampaignClaim.for_identity(campaign.hook, guard.identity, log)
-    claim.take(campaign, on_duplicate=on_duplicate, resuming=bool(guard.batches))
+    claim.take(campaign, on_duplicate=on_duplicate, resuming=bool(guard.batches), skip=sent)
     try:
         already = AlreadySent()
         if campaign.lists is None:
-            already = claim.numbers(campaign, skip=sent)
+            already = claim.numbers(campaign)
             if not sent and not campaign.recipients_left():
                 claim.refuse_nobody_left(already, on_duplicate)
         yield claim, already

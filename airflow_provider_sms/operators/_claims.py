@@ -30,6 +30,7 @@ import json
 import sys
 from array import array
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pendulum
@@ -44,8 +45,9 @@ from airflow_provider_sms.delay import parse_instant
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Callable, Collection, Sequence
+    from collections.abc import Callable, Collection, Iterator, Sequence
 
+    import httpx
     from pydantic import BaseModel
 
     from airflow_provider_sms._task_arguments import OnDuplicate
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
         Claimant,
         ClaimRequest,
         ClaimView,
+        NumberChunk,
         NumbersAnswer,
         NumbersRequest,
         ReleaseRequest,
@@ -200,6 +203,20 @@ class HttpClaimStore:
     def where(self) -> str:
         return f"the claim store on the Airflow API server at {self.base}"
 
+    @cached_property
+    def client(self) -> httpx.Client:
+        """One client for the send's calls: its connection kept alive, its TLS context built once."""
+        import httpx
+
+        return httpx.Client(
+            timeout=STORE_TIMEOUT,
+            headers={
+                "Authorization": f"Bearer {self.key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
+
     def claim(self, request: ClaimRequest) -> ClaimAnswer:
         from airflow_provider_sms.api_server.claims import ClaimAnswer
 
@@ -237,13 +254,8 @@ class HttpClaimStore:
     def _post_once(self, url: str, content: bytes) -> bytes:
         import httpx
 
-        headers = {
-            "Authorization": f"Bearer {self.key}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-        }
         try:
-            answer = httpx.post(url, content=content, headers=headers, timeout=STORE_TIMEOUT)
+            answer = self.client.post(url, content=content)
         except httpx.HTTPError as exc:
             raise _NotDecided(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
         if answer.status_code < 300:
@@ -355,6 +367,15 @@ class AlreadySent:
         }
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """A chunk of a send's numbers to claim: its batch, where it starts in the batch, the request's part."""
+
+    batch: int
+    in_batch: int
+    chunk: NumberChunk
+
+
 class CampaignClaim:
     """This task instance's claim of a campaign in the claim store.
 
@@ -372,6 +393,8 @@ class CampaignClaim:
         self.claim_id: int | None = None
         self.forced = False
         self._keys: NumberKeys | None = None
+        # The chunks of numbers :meth:`take` claimed or left to claim, each with its answer once asked.
+        self._claimed: Iterator[tuple[_Chunk, NumbersAnswer]] = iter(())
 
     def number_keys(self, campaign: Campaign) -> NumberKeys:
         """The keyed digests of the campaign's numbers (the key derived from its connection's token)."""
@@ -387,11 +410,15 @@ class CampaignClaim:
         warn_if_settle_set(log)
         return cls(store_for(hook), hook.sms_conn_id, Claimant(**identity), log)
 
-    def take(self, campaign: Campaign, *, on_duplicate: OnDuplicate, resuming: bool) -> None:
-        """Claim ``campaign`` before its first request, or refuse it as a duplicate.
+    def take(
+        self, campaign: Campaign, *, on_duplicate: OnDuplicate, resuming: bool, skip: Collection[int] = ()
+    ) -> None:
+        """Claim ``campaign`` before its first request, or refuse it as a duplicate. A send to numbers
+        claims its first chunk of numbers in the same call (:meth:`numbers` claims the rest).
 
         :param resuming: this task instance already began sending (a retry): for a send to lists, not a
             duplicate of anything (its own campaign).
+        :param skip: the batches an earlier attempt sent (their numbers are not claimed again).
         :raises AirflowFailException: ``fail``, naming the earlier send; or the store did not decide.
         :raises AirflowSkipException: ``skip``.
         """
@@ -400,6 +427,8 @@ class CampaignClaim:
         per_number = campaign.lists is None
         delay = campaign.message.delay
         self.forced = on_duplicate == "send"
+        chunks = self._chunks(campaign, skip) if per_number else iter(())
+        first = next(chunks, None)
         request = ClaimRequest(
             claimant=self.claimant,
             scope=message_scope(campaign.hook.sms_conn_id, campaign.message)
@@ -411,6 +440,7 @@ class CampaignClaim:
             delayed=bool(delay),
             window_seconds=duplicate_window().total_seconds(),
             force=self.forced or (resuming and not per_number),
+            numbers=first.chunk if first else None,
         )
         answer = self.store.claim(request)
         if answer.outcome == "duplicate":
@@ -424,34 +454,30 @@ class CampaignClaim:
                 "requested from the service. Wait until that slot is past the duplicate window, or set "
                 "on_duplicate='send' to send to everyone."
             )
-        if answer.claim is None:  # won or resumed always carry the claim
+        if answer.claim is None or (first is not None and answer.numbers is None):
+            # won or resumed always carry the claim, and the first chunk's answer when it was asked
             raise ClaimStoreError(f"{self.store.where} answered {answer.outcome!r} without the claim")
         self.claim_id = answer.claim.id
+        self._claimed = itertools.chain(
+            [(first, answer.numbers)] if first is not None and answer.numbers is not None else [],
+            ((chunk, self._claim_chunk(chunk)) for chunk in chunks),
+        )
         if answer.outcome == "won" and answer.earlier and self.forced and not per_number:
             self.log.warning(
                 "The same campaign was already sent: %s. Sending it again (on_duplicate='send').",
                 answer.earlier[0].describe(),
             )
 
-    def numbers(self, campaign: Campaign, skip: Collection[int]) -> AlreadySent:
-        """Claim the numbers of every batch of ``campaign`` but those in ``skip`` (sent by an earlier
-        attempt); leave out of the campaign the numbers another send holds (unless forced)."""
-        from airflow_provider_sms.api_server.claims import MAX_NUMBERS_PER_CALL, NumbersRequest
-
+    def numbers(self, campaign: Campaign) -> AlreadySent:
+        """Claim the numbers of every batch of ``campaign`` :meth:`take` did not skip (the first chunk's
+        answer came with the claim); leave out of the campaign the numbers another send holds (unless
+        forced)."""
         already = AlreadySent()
-        keys = self.number_keys(campaign)
-        for index, items in campaign.batches():
-            if index in skip:
-                continue
-            numbers = numbers_of(items)  # type: ignore[arg-type]  # a send to numbers: no ListRef
-            left_out = array("L")
-            for start in range(0, len(numbers), MAX_NUMBERS_PER_CALL):
-                chunk = keys.digests(numbers[start : start + MAX_NUMBERS_PER_CALL])
-                answer = self.store.claim_numbers(self.own_claim, NumbersRequest.of(self.claimant, chunk))
-                already.add(answer)
-                left_out.extend(start + position for position in answer.taken)
-            if left_out and not self.forced:
-                campaign.left_out[index] = left_out
+        for chunk, answer in self._claimed:
+            already.add(answer)
+            if answer.taken and not self.forced:
+                left_out = campaign.left_out.setdefault(chunk.batch, array("L"))
+                left_out.extend(chunk.in_batch + position for position in answer.taken)
         if already.numbers and self.forced:
             self.log.warning(
                 "%s number(s) already got this message for this slot (%s). Sending it again "
@@ -466,6 +492,28 @@ class CampaignClaim:
                 "; ".join(view.describe() for view in already.earlier.values()),
             )
         return already
+
+    def _chunks(self, campaign: Campaign, skip: Collection[int]) -> Iterator[_Chunk]:
+        """The chunks of the numbers of every batch of ``campaign`` but those in ``skip``, in order."""
+        from airflow_provider_sms.api_server.claims import MAX_NUMBERS_PER_CALL, NumberChunk
+
+        keys = self.number_keys(campaign)
+        following = 0  # where each batch starts among the campaign's numbers: its chunks' place
+        for index, items in campaign.batches():
+            numbers = numbers_of(items)  # type: ignore[arg-type]  # a send to numbers: no ListRef
+            batch_start, following = following, following + len(numbers)
+            if index in skip:
+                continue
+            for start in range(0, len(numbers), MAX_NUMBERS_PER_CALL):
+                digests = keys.digests(numbers[start : start + MAX_NUMBERS_PER_CALL])
+                yield _Chunk(index, start, NumberChunk.of(batch_start + start, digests))
+
+    def _claim_chunk(self, chunk: _Chunk) -> NumbersAnswer:
+        from airflow_provider_sms.api_server.claims import NumbersRequest
+
+        return self.store.claim_numbers(
+            self.own_claim, NumbersRequest(claimant=self.claimant, chunk=chunk.chunk)
+        )
 
     def refuse_nobody_left(self, already: AlreadySent, on_duplicate: OnDuplicate) -> None:
         """Every number of the campaign already got the message for this slot: refuse as

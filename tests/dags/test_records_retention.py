@@ -36,8 +36,8 @@ def claims(home: Path) -> dict[str, int]:
     """The claims by run id, with how many numbers each holds."""
     with sqlite3.connect(home / "airflow.db") as db:
         rows = db.execute(
-            "SELECT c.run_id, (SELECT count(*) FROM sms_claim_number n WHERE n.claim_id = c.id) "
-            "FROM sms_claim c"
+            "SELECT c.run_id, (SELECT coalesce(sum(n.numbers), 0) FROM sms_claim_chunk n "
+            "WHERE n.claim_id = c.id) FROM sms_claim c"
         ).fetchall()
     return dict(rows)
 
@@ -51,11 +51,11 @@ def put_claim(home: Path, run_id: str, delivery: pendulum.DateTime, numbers: int
             "VALUES ('sms_default', ?, 1, 'k', 'd', 'send', ?, -1, ?, 1, 3600, 0, 'sent', '[\"1\"]', ?)",
             ("c" * 32, run_id, delivery.to_datetime_string(), delivery.to_datetime_string()),
         )
-        for index in range(numbers):
-            db.execute(
-                "INSERT INTO sms_claim_number (scope, number_key, claim_id) VALUES (?, ?, ?)",
-                ("c" * 32, index.to_bytes(16, "big"), cursor.lastrowid),
-            )
+        keys = b"".join(index.to_bytes(16, "big") for index in range(numbers))
+        db.execute(
+            "INSERT INTO sms_claim_chunk (claim_id, chunk_start, numbers, number_keys) VALUES (?, 0, ?, ?)",
+            (cursor.lastrowid, numbers, keys),
+        )
 
 
 def put(home: Path, key: str, value: object) -> None:

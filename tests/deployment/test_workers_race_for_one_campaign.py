@@ -1,47 +1,153 @@
 """Never twice on the distributed deployment: two DAG runs of one campaign triggered at the same instant,
-on two Celery workers, claim through the API server's claim store (PostgreSQL): one campaign every time.
+on two Celery workers, claim through two API servers' claim store (PostgreSQL): one campaign every time.
+
+Each worker reaches its own API server (its ``[api] base_url``) through a proxy of its own: worker 1
+API server 1, worker 2 API server 2. Twenty repetitions, each a campaign of its own:
+
+- ``plain``: both routes as fast as loopback;
+- ``slow``: worker 2's route answers every claim call late (:data:`SLOW_ROUTE`), as a loaded network or
+  API server would: its claims come in while the other worker's send is under way;
+- ``kill``: the first claim of numbers either worker makes, right after its campaign's claim, is held
+  at its proxy, and that worker is killed with SIGKILL (every process it started) meanwhile. The
+  scheduler fails the try after the missing heartbeats and retries it; the retry resumes its own claim.
+
+Every time: exactly one campaign reaches the service, one run succeeds, the other fails naming the
+send that went.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.deployment.harness import WORKERS, RecordingProxy, wait_for
+
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow_provider_sms.sandbox.server import InspectionClient
     from tests.deployment.harness import AirflowApi, Deployment
 
 pytestmark = pytest.mark.deployment
 
-DAG_ID = "deployment_send"
-REPETITIONS = 5
+DAG_ID = "deployment_claim_race"
+MODES = ("plain",) * 8 + ("slow",) * 8 + ("kill",) * 4
 # Each POST /send answers after this long: the loser's claim meets the winner's while it is sending.
 SLOW_SEND = 1.0
+# What each claim call of worker 2 waits at its proxy in the "slow" repetitions.
+SLOW_ROUTE = 1.5
+
+
+def numbers(repetition: int) -> list[str]:
+    """The two numbers of a repetition: its own, as the service's anti-flood limit counts per number."""
+    return [f"336224{repetition:03d}{index:02d}" for index in (1, 2)]
+
+
+@pytest.fixture
+def claim_routes(deployment: Deployment) -> Iterator[dict[str, RecordingProxy]]:
+    """Worker 1 reaching API server 1 and worker 2 API server 2, each through a proxy; put back after."""
+    deployment.start_api_server(1)
+    proxies = {
+        worker: RecordingProxy(
+            deployment.api_port(deployment.api_server_name(index)), f"claims-{worker}"
+        ).start()
+        for index, worker in enumerate(WORKERS)
+    }
+    try:
+        for worker, proxy in proxies.items():
+            deployment.processes[worker].stop()
+            deployment.start_component(worker, AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{proxy.port}")
+        yield proxies
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+        for worker in WORKERS:
+            deployment.processes[worker].stop()
+            deployment.start_component(worker)
+        deployment.stop_api_server(1)
+
+
+def is_numbers_claim(method: str, path: str, body: bytes) -> bool:
+    """A claim of numbers: the call a send makes right after its campaign's claim."""
+    return method == "POST" and path.startswith("/sms/claims/") and path.endswith("/numbers")
+
+
+def kill_at_first_numbers_claim(deployment: Deployment, proxies: dict[str, RecordingProxy]) -> str:
+    """Hold the first claim of numbers at either proxy, SIGKILL the worker that made it, start it again.
+
+    The held call never reaches the API server: the killed send holds its campaign's claim, no number.
+    Returns the killed worker's name.
+    """
+    holds = {worker: proxy.hold(is_numbers_claim) for worker, proxy in proxies.items()}
+    try:
+        wait_for("a claim of numbers", lambda: any(h.arrived.is_set() for h in holds.values()), 180)
+        victim = next(worker for worker, hold in holds.items() if hold.arrived.is_set())
+        deployment.processes[victim].kill()
+    finally:
+        for proxy in proxies.values():
+            proxy.release_hold()  # the survivor's held call, if any, is answered 503 and asked again
+    deployment.start_component(victim, AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{proxies[victim].port}")
+    return victim
+
+
+def last_logs(api: AirflowApi, runs: list[str]) -> str:
+    """The end of the last try's log of each run's send."""
+    logs = []
+    for run_id in runs:
+        tries = api.tries(DAG_ID, run_id, "send")
+        for attempt in tries:
+            log = api.log(DAG_ID, run_id, "send", attempt["try_number"])
+            logs.append(f"--- {run_id}, try {attempt['try_number']} on {attempt['hostname']}:\n{log[-3000:]}")
+    return "\n".join(logs)
 
 
 def test_two_runs_of_one_campaign_at_the_same_instant_send_it_once_every_time(
-    api: AirflowApi, deployment: Deployment, sandbox: InspectionClient
+    api: AirflowApi,
+    deployment: Deployment,
+    sandbox: InspectionClient,
+    claim_routes: dict[str, RecordingProxy],
+    timings: dict[str, float],
 ) -> None:
     sandbox.set_faults(slow=SLOW_SEND, endpoints=["/send"])
     api.unpause(DAG_ID)
     outcomes: Counter[str] = Counter()
-    for repetition in range(REPETITIONS):
-        conf = {"text": f"Same campaign at once {repetition}", "recipients": ["33622300001", "33622300002"]}
+    killed: list[str] = []
+    started = time.monotonic()
+    for repetition, mode in enumerate(MODES):
+        claim_routes[WORKERS[1]].delay = SLOW_ROUTE if mode == "slow" else 0.0
+        conf = {"text": f"Same campaign at once {repetition}", "recipients": numbers(repetition)}
         runs = [api.trigger(DAG_ID, conf), api.trigger(DAG_ID, conf)]
-        states = sorted(api.wait_run(DAG_ID, run_id, timeout=180) for run_id in runs)
-        outcomes.update(states)
-        assert states == ["failed", "success"], f"repetition {repetition}: {states}"
-        (loser,) = [run_id for run_id in runs if api.wait_run(DAG_ID, run_id, timeout=10) == "failed"]
-        log = api.log(DAG_ID, loser, "send", 1)
-        assert "was already sent" in log, log[-4000:]
-        assert "Every one of its 2 numbers already got this message for this slot" in log, log[-4000:]
+        if mode == "kill":
+            killed.append(kill_at_first_numbers_claim(deployment, claim_routes))
+        states = {run_id: api.wait_run(DAG_ID, run_id, timeout=240) for run_id in runs}
+        what = f"repetition {repetition} ({mode}): {states}"
+        assert sorted(states.values()) == ["failed", "success"], f"{what}\n{last_logs(api, runs)}"
+        outcomes.update(states.values())
         sent = [c for c in sandbox.campaigns() if c["text"] == conf["text"]]
-        assert len(sent) == 1, f"repetition {repetition}: {len(sent)} campaigns"
-    assert outcomes == {"success": REPETITIONS, "failed": REPETITIONS}
-    # Each run claimed through the API server: one claim row per winner, its numbers held once each.
+        assert len(sent) == 1, f"{what}: {len(sent)} campaigns"
+        assert sorted(sent[0]["sent_to"]) == numbers(repetition), what
+        (loser,) = [run_id for run_id, state in states.items() if state == "failed"]
+        tries = api.tries(DAG_ID, loser, "send")
+        log = api.log(DAG_ID, loser, "send", tries[-1]["try_number"])
+        assert "was already sent" in log, f"{what}\n{log[-4000:]}"
+        assert "Every one of its 2 numbers already got this message for this slot" in log, log[-4000:]
+        if mode == "kill":
+            # The killed try failed on missing heartbeats; a retry ran, whichever run won.
+            every_try = [t for run_id in runs for t in api.tries(DAG_ID, run_id, "send")]
+            assert any(t["try_number"] == 2 for t in every_try), f"{what}: no retry of the killed try"
+    timings["never twice: 20 races of two runs (8 plain, 8 slowed, 4 with a worker killed)"] = (
+        time.monotonic() - started
+    )
+    assert outcomes == {"success": len(MODES), "failed": len(MODES)}
+    assert len(killed) == MODES.count("kill")
+    # Both routes carried claims (each worker claimed through its own API server).
+    for worker, proxy in claim_routes.items():
+        assert any(path.startswith("/sms/claims/") for _, path in proxy.requests), worker
+    # One claim row per campaign sent, its numbers held once each.
     claims = deployment.query("SELECT count(*), count(DISTINCT scope) FROM sms_claim WHERE state = 'sent'")
-    assert claims == [(REPETITIONS, REPETITIONS)]
-    (numbers,) = deployment.query("SELECT count(*) FROM sms_claim_number")
-    assert numbers == (2 * REPETITIONS,)
+    assert claims == [(len(MODES), len(MODES))]
+    (held,) = deployment.query("SELECT sum(numbers) FROM sms_claim_chunk")
+    assert held == (2 * len(MODES),)

@@ -55,12 +55,16 @@ class Faults:
         self.mode: str | None = None
         self.times = 0
         self.met = 0
+        # The path of every claim call, as it came.
+        self.calls: list[str] = []
 
     def set(self, mode: str, times: int = 1) -> None:
         self.mode, self.times = mode, times
 
     def wrap(self, app: Any) -> Any:
         async def faulty(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and "/claims/" in scope["path"]:
+                self.calls.append(scope["path"])
             if (
                 scope["type"] != "http"
                 or "/claims/" not in scope["path"]
@@ -164,6 +168,19 @@ def test_the_old_list_plus_one_row_over_http_reaches_only_the_new_row(worker):
     assert result["sent"] == 1
     assert result["already_sent"]["numbers"] == 3
     assert [campaign["sent_to"] for campaign in worker.inspect.campaigns()] == [NUMBERS, ["33612000499"]]
+
+
+def test_a_send_claims_its_first_numbers_with_its_claim_and_the_rest_chunk_by_chunk(worker, faults):
+    send("run_a")
+    one_batch = [path.rsplit("/", 1)[-1] for path in faults.calls]
+    faults.calls.clear()
+    send("run_b", recipients=[f"336120005{index:02d}" for index in range(4)], batch_size=2)
+    two_batches = [path.rsplit("/", 1)[-1] for path in faults.calls]
+
+    # The claim carries the first chunk; each later batch is a chunk of its own; then the tickets.
+    assert one_batch == ["sms_default", "sent"]
+    assert two_batches == ["sms_default", "numbers", "sent"]
+    assert len(worker.inspect.campaigns()) == 3
 
 
 @pytest.mark.parametrize(

@@ -268,7 +268,7 @@ def test_the_question_is_asked_once_the_duplicate_claim_is_released(
     from airflow import settings
     from sqlalchemy import func, select
 
-    from airflow_provider_sms.api_server.claims import claim_number_table, claim_table
+    from airflow_provider_sms.api_server.claims import claim_chunk_table, claim_table
 
     Service(cost_per_number=2).mount(requests_mock)
     claims_seen: list[list[int]] = []
@@ -278,7 +278,7 @@ def test_the_question_is_asked_once_the_duplicate_claim_is_released(
             claims_seen.append(
                 [
                     connection.scalar(select(func.count()).select_from(table)) or 0
-                    for table in (claim_table, claim_number_table)
+                    for table in (claim_table, claim_chunk_table)
                 ]
             )
 

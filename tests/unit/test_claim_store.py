@@ -10,6 +10,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 import pytest
+from pydantic import ValidationError
 
 from airflow_provider_sms.api_server import claims
 from airflow_provider_sms.api_server.claims import NumbersRequest, ReleaseRequest, SentRequest
@@ -59,8 +60,9 @@ def test_numbers_claimed_again_by_their_claim_stay_its_own(engine):
     answer = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
     claimant = checks.request("run_a").claimant
     keys = [bytes([index]) * 16 for index in range(5)]
-    first = checks.decide(engine, claims.claim_numbers, answer.claim.id, NumbersRequest.of(claimant, keys))
-    again = checks.decide(engine, claims.claim_numbers, answer.claim.id, NumbersRequest.of(claimant, keys))
+    request = NumbersRequest.of(claimant, 0, keys)
+    first = checks.decide(engine, claims.claim_numbers, answer.claim.id, request)
+    again = checks.decide(engine, claims.claim_numbers, answer.claim.id, request)
     assert first.taken == again.taken == []
     assert checks.rows(engine) == (1, 5)
 
@@ -70,15 +72,13 @@ def test_a_forced_send_claims_numbers_others_hold_and_reports_them(engine):
     b = checks.decide(engine, claims.claim, checks.request("run_b", per_number=True, force=True))
     keys = [bytes([index]) * 16 for index in range(3)]
     holder = checks.request("run_a").claimant
-    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(holder, keys[:2]))
+    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(holder, 0, keys[:2]))
     forced = checks.decide(
-        engine, claims.claim_numbers, b.claim.id, NumbersRequest.of(checks.request("run_b").claimant, keys)
+        engine, claims.claim_numbers, b.claim.id, NumbersRequest.of(checks.request("run_b").claimant, 0, keys)
     )
     assert forced.taken == [0, 1]
     assert [view.run_id for view in forced.earlier] == ["run_a"]
-    with engine.connect() as connection:
-        held = connection.execute(claims.claim_number_table.select()).all()
-    assert len(held) == 5
+    assert sorted(claim_id for claim_id, _ in checks.held(engine)) == [a.claim.id] * 2 + [b.claim.id] * 3
 
 
 def test_numbers_digested_under_another_key_cannot_be_compared(engine):
@@ -93,7 +93,7 @@ def test_numbers_digested_under_another_key_cannot_be_compared(engine):
 def test_sent_release_and_prune(engine):
     claimant = checks.request("run_a").claimant
     a = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
-    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(claimant, [b"x" * 16]))
+    checks.decide(engine, claims.claim_numbers, a.claim.id, NumbersRequest.of(claimant, 0, [b"x" * 16]))
     checks.decide(engine, claims.mark_sent, a.claim.id, SentRequest(claimant=claimant, tickets=["101"]))
     again = checks.decide(engine, claims.claim, checks.request("run_a", per_number=True))
     assert (again.claim.state, again.claim.tickets) == ("sent", ["101"])
@@ -117,3 +117,25 @@ def test_sent_release_and_prune(engine):
 
 def prune(session: Session, _conn_id: str, horizon: dt.datetime, dry_run: bool) -> tuple[int, int]:
     return claims.prune(session, horizon, dry_run=dry_run)
+
+
+def test_a_send_to_lists_carries_no_numbers_with_its_claim():
+    chunk = claims.NumberChunk.of(0, [b"x" * 16])
+    to_lists = {**checks.request("run_a").model_dump(), "numbers": chunk.model_dump()}
+    with pytest.raises(ValidationError, match="numbers: only a send to numbers"):
+        claims.ClaimRequest.model_validate(to_lists)
+
+
+def test_the_first_chunk_claimed_with_the_claim_is_the_claims_own(engine):
+    first = claims.NumberChunk.of(0, [bytes([index]) * 16 for index in range(3)])
+    request = checks.request("run_a", per_number=True).model_copy(update={"numbers": first})
+    answer = checks.decide(engine, claims.claim, request)
+    assert (answer.outcome, answer.numbers) == ("won", claims.NumbersAnswer())
+    # Another send of the slot finds them taken, in its own first chunk.
+    other = checks.request("run_b", per_number=True).model_copy(update={"numbers": first})
+    taken = checks.decide(engine, claims.claim, other).numbers
+    assert (taken.taken, [view.run_id for view in taken.earlier]) == ([0, 1, 2], ["run_a"])
+    # The first claimant asking again (its answer lost) gets the same answer, and nothing is held twice.
+    again = checks.decide(engine, claims.claim, request)
+    assert (again.outcome, again.numbers) == ("resumed", claims.NumbersAnswer())
+    assert checks.rows(engine) == (2, 3)

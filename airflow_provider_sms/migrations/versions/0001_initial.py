@@ -27,8 +27,8 @@ depends_on = None
 ROW_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # Airflow's ID_LEN: what a connection, DAG, run or task id may be.
 ID_LENGTH = 250
-# A claimed number's keyed digest (MySQL keys no BLOB).
-NUMBER_KEY = sa.LargeBinary(length=16).with_variant(mysql.VARBINARY(16), "mysql")
+# A chunk of claimed numbers' keyed digests, packed (MySQL's BLOB holds 64 KiB: a MEDIUMBLOB there).
+PACKED_KEYS = sa.LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql")
 # As the reports' model bounds them.
 DESTINATION_LENGTH, MESSAGE_ID_LENGTH, COUNTRY_CODE_LENGTH = 32, 128, 8
 
@@ -218,12 +218,12 @@ def _claim_tables() -> None:
     op.create_index("idx_sms_claim_scope", "sms_claim", ["scope", "delivery"])
     op.create_index("idx_sms_claim_task", "sms_claim", ["dag_id", "run_id", "task_id", "map_index"])
     op.create_table(
-        "sms_claim_number",
-        sa.Column("scope", sa.String(length=64), nullable=False),
-        sa.Column("number_key", NUMBER_KEY, nullable=False),
+        "sms_claim_chunk",
         sa.Column("claim_id", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("scope", "number_key", "claim_id"),
-        sqlite_with_rowid=False,
+        sa.Column("chunk_start", sa.BigInteger(), nullable=False),
+        sa.Column("numbers", sa.Integer(), nullable=False),
+        sa.Column("number_keys", PACKED_KEYS, nullable=False),
+        sa.PrimaryKeyConstraint("claim_id", "chunk_start"),
     )
     op.create_table(
         "sms_claim_lock",
@@ -237,7 +237,7 @@ def downgrade() -> None:
     # Dropping a table drops its indexes.
     for name in (
         "sms_claim_lock",
-        "sms_claim_number",
+        "sms_claim_chunk",
         "sms_claim",
         "sms_campaign_indexer",
         "sms_campaign_ticket",

@@ -31,7 +31,7 @@ from tests.deployment.harness.airflow_api import AirflowApi
 from tests.deployment.harness.deployment import Deployment, running_deployment
 from tests.deployment.harness.load_balancer import RoundRobinProxy
 from tests.deployment.harness.processes import descendants, process_state
-from tests.deployment.harness.recording_proxy import RequestMatch
+from tests.deployment.harness.recording_proxy import RecordingProxy, RequestMatch
 from tests.deployment.harness.waiting import DeploymentError, clear_of_paris_slot, wait_for
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "AirflowApi",
     "Deployment",
     "DeploymentError",
+    "RecordingProxy",
     "RequestMatch",
     "RoundRobinProxy",
     "clear_of_paris_slot",

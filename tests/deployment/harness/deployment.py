@@ -143,7 +143,7 @@ class Deployment(AirflowComponents, Faults):
 
     def forget_campaigns(self) -> None:
         """Delete every claim of the claim store: each scenario starts afresh."""
-        for table in ("sms_claim_number", "sms_claim", "sms_claim_lock"):
+        for table in ("sms_claim_chunk", "sms_claim", "sms_claim_lock"):
             self.query(f"DELETE FROM {table}")  # our own table names
 
     def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,7 @@ class HeldRequest:
 class RecordingProxy:
     """A loopback HTTP proxy that records the method and path of every request it forwards.
 
-    It can also hold back chosen requests (:meth:`hold`).
+    It can also hold back chosen requests (:meth:`hold`), or slow every one down (:attr:`delay`).
 
     :param target_port: the port on 127.0.0.1 it forwards to.
     :param name: what it stands in front of, for its thread's name.
@@ -59,6 +60,8 @@ class RecordingProxy:
 
     def __init__(self, target_port: int, name: str) -> None:
         self.requests: list[tuple[str, str]] = []
+        # Seconds each request waits before it is forwarded: a slow route to the server.
+        self.delay = 0.0
         self._hold: HeldRequest | None = None
         self._lock = threading.Lock()
         proxy = self
@@ -73,6 +76,8 @@ class RecordingProxy:
                         self.send_error(503, "held back by the test and dropped")
                     return
                 proxy.requests.append((self.command, self.path))
+                if proxy.delay:
+                    time.sleep(proxy.delay)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 status, answer_headers, payload = pass_on(
                     target_port, UPSTREAM_TIMEOUT, self.command, self.path, body, headers
