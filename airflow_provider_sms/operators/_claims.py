@@ -205,10 +205,12 @@ class HttpClaimStore:
 
     @cached_property
     def client(self) -> httpx.Client:
-        """One client for the send's calls: its connection kept alive, its TLS context built once."""
+        """One client for the send's calls, its connection kept alive. A TLS context (slow to build) is
+        built only for an https URL: a plain-HTTP API server has no use for one."""
         import httpx
 
         return httpx.Client(
+            verify=self.base.startswith("https://"),
             timeout=STORE_TIMEOUT,
             headers={
                 "Authorization": f"Bearer {self.key}",

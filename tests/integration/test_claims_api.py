@@ -31,6 +31,7 @@ from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 from tests import claim_store_checks as checks
 from tests.conftest import MemoryVariables
 from tests.task_instance import FakeTaskInstance
+from tests.tls_server import TlsFront, make_certificate
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -283,4 +284,21 @@ def test_a_body_over_the_bound_is_a_413_and_decides_nothing(worker, api_server):
         headers={"Authorization": f"Bearer {claim_key(TEST_TOKEN)}"},
     )
     assert answer.status_code == 413
+    assert claims() == []
+
+
+def test_an_api_server_whose_certificate_cannot_be_verified_gets_no_claim(
+    monkeypatch, worker, api_server, tmp_path
+):
+    """An https API server is verified (a plain-HTTP one needs no TLS context): a certificate the worker
+    does not trust fails the send before any request to the service, naming the store."""
+    front = TlsFront(make_certificate(tmp_path), api_server.url)
+    try:
+        monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", worker.connection_json(dlr_api_url=front.url))
+        with pytest.raises(_claims.ClaimStoreError, match="CERTIFICATE_VERIFY_FAILED"):
+            send("run_a")
+    finally:
+        front.stop()
+    assert front.handshake_failures >= 1
+    assert worker.inspect.campaigns() == []
     assert claims() == []
