@@ -26,6 +26,7 @@ from tests.deployment.harness import (
     AirflowApi,
     Deployment,
     RequestMatch,
+    guard_write,
     process_state,
 )
 
@@ -58,28 +59,6 @@ def guard_batches(api: AirflowApi, run_id: str) -> dict[str, dict[str, Any]]:
         if document["run_id"] == run_id:
             return dict(document["batches"])
     return {}
-
-
-def guard_write(index: int, state: str) -> RequestMatch:
-    """Matches the send task's write of its guard that records batch ``index`` (0-based) as ``state``.
-
-    The worker's task writes the guard through the execution API (``PUT .../variables/<key>``, the
-    guard's JSON document in ``val``).
-    """
-
-    def match(method: str, path: str, body: bytes) -> bool:
-        if method != "PUT" or "/variables/" not in path:
-            return False
-        try:
-            document = json.loads(json.loads(body)["val"])
-        except (ValueError, KeyError, TypeError):
-            return False  # another Variable
-        if not isinstance(document, dict) or document.get("dag_id") != DAG_ID:
-            return False
-        batch = (document.get("batches") or {}).get(str(index))
-        return isinstance(batch, dict) and batch.get("state") == state
-
-    return match
 
 
 def start_and_kill(
@@ -120,7 +99,7 @@ def test_a_worker_killed_mid_campaign_the_retry_resumes_after_the_last_confirmed
     timings: dict[str, float],
 ) -> None:
     run_id, first_try, batches_at_kill = start_and_kill(
-        deployment, api, sandbox, guard_write(KILL_AFTER, "sending")
+        deployment, api, sandbox, guard_write(DAG_ID, KILL_AFTER, "sending")
     )
     killed_at = time.monotonic()
     victim = first_try["hostname"]
@@ -157,7 +136,7 @@ def test_a_worker_killed_before_recording_an_answer_the_retry_refuses_to_send_th
     deployment: Deployment, api: AirflowApi, sandbox: InspectionClient, workers_back: None
 ) -> None:
     run_id, first_try, batches_at_kill = start_and_kill(
-        deployment, api, sandbox, guard_write(KILL_AFTER, "sent")
+        deployment, api, sandbox, guard_write(DAG_ID, KILL_AFTER, "sent")
     )
     in_flight = max(batches_at_kill, key=int)
     assert int(in_flight) == KILL_AFTER

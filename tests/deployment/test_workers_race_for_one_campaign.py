@@ -7,9 +7,10 @@ API server 1, worker 2 API server 2. Twenty repetitions, each a campaign of its 
 - ``plain``: both routes as fast as loopback;
 - ``slow``: worker 2's route answers every claim call late (:data:`SLOW_ROUTE`), as a loaded network or
   API server would: its claims come in while the other worker's send is under way;
-- ``kill``: the first claim of numbers either worker makes, right after its campaign's claim, is held
-  at its proxy, and that worker is killed with SIGKILL (every process it started) meanwhile. The
-  scheduler fails the try after the missing heartbeats and retries it; the retry resumes its own claim.
+- ``kill``: right after its claim (the campaign and its numbers, one call), the winner's first write
+  of its send guard, before any request to the service, is held at the execution API's proxy, and its
+  worker is killed with SIGKILL (every process it started) meanwhile. The scheduler fails the try
+  after the missing heartbeats and retries it; the retry resumes its own claim and sends.
 
 Every time: exactly one campaign reaches the service, one run succeeds, the other fails naming the
 send that went.
@@ -20,10 +21,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pytest
 
-from tests.deployment.harness import WORKERS, RecordingProxy, wait_for
+from tests.deployment.harness import WORKERS, RecordingProxy, guard_write
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -70,25 +72,23 @@ def claim_routes(deployment: Deployment) -> Iterator[dict[str, RecordingProxy]]:
         deployment.stop_api_server(1)
 
 
-def is_numbers_claim(method: str, path: str, body: bytes) -> bool:
-    """A claim of numbers: the call a send makes right after its campaign's claim."""
-    return method == "POST" and path.startswith("/sms/claims/") and path.endswith("/numbers")
-
-
-def kill_at_first_numbers_claim(deployment: Deployment, proxies: dict[str, RecordingProxy]) -> str:
-    """Hold the first claim of numbers at either proxy, SIGKILL the worker that made it, start it again.
-
-    The held call never reaches the API server: the killed send holds its campaign's claim, no number.
-    Returns the killed worker's name.
-    """
-    holds = {worker: proxy.hold(is_numbers_claim) for worker, proxy in proxies.items()}
+def kill_right_after_the_claim(
+    deployment: Deployment, api: AirflowApi, proxies: dict[str, RecordingProxy], runs: list[str]
+) -> str:
+    """Hold the first write of a send guard of ``runs`` (the winner's, right after its claim), SIGKILL its
+    worker meanwhile, then start the worker again. The held write never reaches the API server: the
+    killed send holds its claim and its numbers, and sent nothing. Returns the killed worker's name."""
+    assert deployment.execution_proxy is not None
+    held = deployment.execution_proxy.hold(guard_write(DAG_ID, 0, "sending"))
     try:
-        wait_for("a claim of numbers", lambda: any(h.arrived.is_set() for h in holds.values()), 180)
-        victim = next(worker for worker, hold in holds.items() if hold.arrived.is_set())
+        _, path = held.wait(timeout=180)
+        # The guard's Variable key names the run (run ids keep their characters in it).
+        (winner,) = [run_id for run_id in runs if run_id in unquote(path)]
+        victim = api.task_instances(DAG_ID, winner)["send"]["hostname"]
+        assert victim in WORKERS, victim
         deployment.processes[victim].kill()
     finally:
-        for proxy in proxies.values():
-            proxy.release_hold()  # the survivor's held call, if any, is answered 503 and asked again
+        deployment.execution_proxy.release_hold()
     deployment.start_component(victim, AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{proxies[victim].port}")
     return victim
 
@@ -121,7 +121,7 @@ def test_two_runs_of_one_campaign_at_the_same_instant_send_it_once_every_time(
         conf = {"text": f"Same campaign at once {repetition}", "recipients": numbers(repetition)}
         runs = [api.trigger(DAG_ID, conf), api.trigger(DAG_ID, conf)]
         if mode == "kill":
-            killed.append(kill_at_first_numbers_claim(deployment, claim_routes))
+            killed.append(kill_right_after_the_claim(deployment, api, claim_routes, runs))
         states = {run_id: api.wait_run(DAG_ID, run_id, timeout=240) for run_id in runs}
         what = f"repetition {repetition} ({mode}): {states}"
         assert sorted(states.values()) == ["failed", "success"], f"{what}\n{last_logs(api, runs)}"

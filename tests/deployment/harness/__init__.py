@@ -31,7 +31,7 @@ from tests.deployment.harness.airflow_api import AirflowApi
 from tests.deployment.harness.deployment import Deployment, running_deployment
 from tests.deployment.harness.load_balancer import RoundRobinProxy
 from tests.deployment.harness.processes import descendants, process_state
-from tests.deployment.harness.recording_proxy import RecordingProxy, RequestMatch
+from tests.deployment.harness.recording_proxy import RecordingProxy, RequestMatch, guard_write
 from tests.deployment.harness.waiting import DeploymentError, clear_of_paris_slot, wait_for
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "RoundRobinProxy",
     "clear_of_paris_slot",
     "descendants",
+    "guard_write",
     "process_state",
     "running_deployment",
     "wait_for",

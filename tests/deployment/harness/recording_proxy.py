@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -128,3 +129,22 @@ class RecordingProxy:
         self.release_hold()
         self._server.shutdown()
         self._server.server_close()
+
+
+def guard_write(dag_id: str, index: int, state: str) -> RequestMatch:
+    """Matches a send task of ``dag_id`` writing its send guard with batch ``index`` (0-based) as
+    ``state``: through the execution API, ``PUT .../variables/<key>``, the guard's JSON in ``val``."""
+
+    def match(method: str, path: str, body: bytes) -> bool:
+        if method != "PUT" or "/variables/" not in path:
+            return False
+        try:
+            document = json.loads(json.loads(body)["val"])
+        except (ValueError, KeyError, TypeError):
+            return False  # another Variable
+        if not isinstance(document, dict) or document.get("dag_id") != dag_id:
+            return False
+        batch = (document.get("batches") or {}).get(str(index))
+        return isinstance(batch, dict) and batch.get("state") == state
+
+    return match
