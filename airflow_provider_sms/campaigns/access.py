@@ -21,12 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+# At run time: FastAPI reads viewer_of's signature to hand it the request (it is a route dependency).
+from fastapi import Request  # noqa: TC002
+
 from airflow_provider_sms.api_server.refusal import Refusal
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
-    from fastapi import Request
     from sqlalchemy.orm import Session
 
 # The cookie Airflow's UI keeps the token in (from 3.1.1).

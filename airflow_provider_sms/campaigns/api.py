@@ -22,7 +22,7 @@ import csv
 import io
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response, StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy.exc import SQLAlchemyError
@@ -60,6 +60,9 @@ CSV_PAGE = 10_000
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 CampaignPath = Annotated[int, Path(ge=1, le=CAMPAIGN_ID_MAX)]
+# The logged-in caller: a dependency, so that FastAPI asks for the login before it checks the path and
+# the parameters (an anonymous call with a bad parameter is 401, not 422).
+LoggedIn = Annotated[Viewer, Depends(viewer_of)]
 Instant = Annotated[AwareDatetime | None, Query(ge=REPORT_DATE_MIN, le=REPORT_DATE_MAX)]
 
 router = APIRouter()
@@ -92,7 +95,7 @@ def readable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
 
 @router.get("/campaigns")
 async def list_campaigns(
-    request: Request,
+    viewer: LoggedIn,
     conn_id: Annotated[str | None, Query(max_length=250)] = None,
     dag_id: Annotated[str | None, Query(max_length=250)] = None,
     run_id: Annotated[str | None, Query(max_length=250)] = None,
@@ -104,7 +107,6 @@ async def list_campaigns(
     before: Annotated[int | None, Query(ge=1, le=CAMPAIGN_ID_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
 ) -> Response:
-    viewer = await viewer_of(request)
 
     def page(session: Any) -> bytes:
         filters: dict[str, Any] = {
@@ -171,8 +173,7 @@ def failed_page(
 
 
 @router.get("/campaigns/{campaign}")
-async def get_campaign(campaign: CampaignPath, request: Request) -> Response:
-    viewer = await viewer_of(request)
+async def get_campaign(campaign: CampaignPath, viewer: LoggedIn) -> Response:
 
     def detail(session: Any) -> bytes:
         from collections import Counter
@@ -221,11 +222,10 @@ def editable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
 @router.get("/campaigns/{campaign}/failed")
 async def get_failed(
     campaign: CampaignPath,
-    request: Request,
+    viewer: LoggedIn,
     after: Annotated[int | None, Query(ge=1, le=REPORT_ID_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=FAILED_PAGE)] = FAILED_ON_PAGE,
 ) -> Response:
-    viewer = await viewer_of(request)
 
     def page(session: Any) -> bytes:
         row = editable_campaign(session, viewer, campaign)
@@ -236,8 +236,7 @@ async def get_failed(
 
 
 @router.get("/campaigns/{campaign}/failed.csv")
-async def get_failed_csv(campaign: CampaignPath, request: Request) -> Response:
-    viewer = await viewer_of(request)
+async def get_failed_csv(campaign: CampaignPath, viewer: LoggedIn) -> Response:
     # Checked before the answer starts: a refusal mid-stream could not change the status.
     row = await read(editable_campaign, viewer, campaign)
     first = await read(queries.failed_details, row, None, CSV_PAGE)
@@ -278,8 +277,7 @@ def inert_cell(cell: object) -> str:
 
 
 @router.get("/campaigns/{campaign}/delivery.svg")
-async def get_delivery_chart(campaign: CampaignPath, request: Request) -> Response:
-    viewer = await viewer_of(request)
+async def get_delivery_chart(campaign: CampaignPath, viewer: LoggedIn) -> Response:
 
     def chart(session: Any) -> str:
         from datetime import datetime, timezone

@@ -87,7 +87,7 @@ MAX_CAMPAIGNS_PER_SUMMARY = 1000
 # The one answer of the readers' endpoints (summary, batches) to a call without the right key, whatever
 # the name: it does not say whether the connection exists or receives reports.
 READER_REFUSED = (
-    "the summary and the batches need the key derived from the access token of the connection named"
+    "the summary and the batches need the key derived from the access token of the connection the path names."
 )
 
 

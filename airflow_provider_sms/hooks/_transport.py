@@ -119,10 +119,12 @@ def connection_settings(
         if conn.schema not in ("http", "https"):
             # Guessing would be wrong one way or the other: https to a plain-HTTP server fails with
             # an obscure TLS error after retries, http to the real service sends the token in clear.
+            # The hint keeps the port the connection gives apart (the URI form's host:port).
+            shown = f"{host}:{conn.port}" if conn.port and ":" not in host else host
             raise SmsValidationError.for_field(
                 "host",
                 f"{where}: the Base URL (host) {host!r} has no scheme; write it with one, e.g. "
-                f"'https://{host}' for the service or 'http://{host}' for a local sandbox",
+                f"'https://{shown}' for the service or 'http://{shown}' for a local sandbox",
             )
         host = f"{conn.schema}://{host}"
     if conn.port and host.count(":") < 2:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import copy
 import errno
+import ipaddress
 import signal
 import sys
 import threading
@@ -199,10 +200,30 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _refuse(f"{exc.strerror}{hint}")
     print(f"SMS sandbox listening on {server.url}", flush=True)
+    warning = exposure_warning(args.host)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     stop.wait()
     server.stop()
     print("SMS sandbox stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def exposure_warning(host: str) -> str | None:
+    """What the sandbox says at start when ``--host`` may be reachable from other machines (an address
+    that is not loopback, or a name other than localhost, which may resolve to anything)."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    return (
+        f"sms-sandbox: WARNING: listening on {host}, which is not a loopback address: whoever can reach "
+        "this machine on that port can read every message and phone number sent to the sandbox through "
+        "its inspection API (/_sandbox, no token needed), reset it and inject faults. It is a local "
+        "emulator: give --host 127.0.0.1 unless other machines must reach it on purpose."
+    )
 
 
 def _refuse(reason: str) -> int:

@@ -177,6 +177,24 @@ def test_without_a_valid_token_the_api_answers_401(api: str, headers: dict[str, 
     assert "log in to Airflow" in answer.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "campaigns?limit=0",
+        "campaigns?delivery=nonsense&map_index=-5",
+        "campaigns/0",
+        "campaigns/not-a-number/failed?after=x",
+        "campaigns/1/failed.csv",
+        "campaigns/-1/delivery.svg",
+    ],
+)
+def test_an_anonymous_call_is_401_before_its_parameters_are_judged(api: str, path: str) -> None:
+    """The login is asked first: an anonymous caller learns nothing of what a route accepts."""
+    answer = httpx.get(f"{api}/{path}", timeout=10)
+    assert answer.status_code == 401
+    assert "log in to Airflow" in answer.json()["detail"]
+
+
 def test_the_ui_cookie_is_a_login(api: str, auth_manager: Any) -> None:
     answer = httpx.get(f"{api}/campaigns", cookies={"_token": token(auth_manager, "viewer")}, timeout=10)
     assert answer.status_code == 200

@@ -20,6 +20,7 @@ import requests
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsMaybeSentError, SmsNotFoundError
 from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox import DEFAULT_SEEDS, SandboxServer
+from airflow_provider_sms.sandbox.__main__ import exposure_warning
 from airflow_provider_sms.sandbox.dlr_poster import retry_after_seconds
 from airflow_provider_sms.sandbox.state import SandboxConfig
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
@@ -707,6 +708,38 @@ def test_cli_prints_its_url_serves_and_stops_on_signal(monkeypatch, token_canary
             process.kill()
         process.stdout.close()
         process.stderr.close()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "sandbox.example"])
+def test_a_host_beyond_this_machine_gets_a_loud_warning(host):
+    """Its inspection API needs no token: an address other machines may reach is said at start. (Not
+    bound here: the tests listen on loopback only.)"""
+    warning = exposure_warning(host)
+    assert warning is not None
+    assert warning.startswith(f"sms-sandbox: WARNING: listening on {host}, which is not a loopback address")
+    assert "give --host 127.0.0.1" in warning
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_cli_on_loopback_starts_without_a_warning(host):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airflow_provider_sms.sandbox", "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout.readline().startswith("SMS sandbox listening on http://")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        stderr = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
+        process.stderr.close()
+    assert "WARNING" not in stderr, stderr
+    assert [exposure_warning(other) for other in ("127.0.0.2", "::1")] == [None, None]
 
 
 def test_cli_dlr_url_points_webhook_1_at_the_receiver_and_a_reset_keeps_it(dlr_receiver, monkeypatch):

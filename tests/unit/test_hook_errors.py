@@ -476,6 +476,16 @@ def test_a_base_url_without_scheme_is_refused_before_any_request(monkeypatch, re
     assert "'http://127.0.0.1:35509'" in text
 
 
+def test_the_hint_of_a_uri_without_scheme_keeps_its_port(monkeypatch):
+    """The URI form gives the port apart from the host (sms://:TOKEN@127.0.0.1:8190): the hint keeps it."""
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", "sms://:dev-token@127.0.0.1:8190")
+
+    ok, text = SmsHook().test_connection()
+
+    assert not ok
+    assert "'https://127.0.0.1:8190' for the service or 'http://127.0.0.1:8190' for a local sandbox" in text
+
+
 def test_a_scheme_given_as_the_connections_schema_is_honoured(monkeypatch, requests_mock):
     """The URI form puts the scheme in the path: sms://:TOKEN@host:port/https."""
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", "sms://:dev-token@sms.test:8443/https")
