@@ -224,14 +224,16 @@ def _copy(session: Session, rows: Sequence[Any]) -> int:
             )
         )
     }
+    # A task instance's campaigns are sent on one connection: the one of its campaign copied first (or,
+    # among these records, pushed first). A record naming another, whatever its send time (signed by
+    # whoever holds that other connection), adds or replaces nothing.
+    connection_of = {key[:4]: found.conn_id for key, found in held.items()}
     plan = []
-    for key, (record, recorded_at, row) in records.items():
+    for key, (record, recorded_at, row) in sorted(records.items(), key=lambda item: item[1][1]):
         found = held.get(key)
         if found is not None and found.recorded_at >= recorded_at:
             continue
-        if found is not None and found.conn_id != record.conn_id:
-            # A task instance's campaign was sent on one connection: a record naming another (signed by
-            # whoever holds that one) replaces nothing.
+        if connection_of.setdefault(key[:4], record.conn_id) != record.conn_id:
             LEFT_OUT.note(row, record.conn_id, OTHER_CONNECTION)
             continue
         plan.append((key, record, recorded_at, found))

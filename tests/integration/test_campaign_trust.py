@@ -33,14 +33,14 @@ CONN, OTHER_CONN = "sms_trusted", "sms_victim"
 AT = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).replace(microsecond=0)
 
 
-def record(ticket: int, conn_id: str = CONN) -> dict[str, Any]:
+def record(ticket: int, conn_id: str = CONN, sent_at: dt.datetime = AT) -> dict[str, Any]:
     return {
         "conn_id": conn_id,
         "operator": "SmsSendOperator",
         "outcome": "sent",
         "tickets": [ticket],
         "batches": 1,
-        "sent_at": AT.isoformat(),
+        "sent_at": sent_at.isoformat(),
         "delivery_at": AT.isoformat(),
         "total": 2,
         "sent": 2,
@@ -221,3 +221,32 @@ def test_a_record_of_another_connection_replaces_no_campaign(
     assert (found["dag_victim"].conn_id, found["dag_victim"].record["tickets"]) == (CONN, [7006])
     assert indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION] == before + 1
     assert any(indexer.OTHER_CONNECTION in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["pushed later", "in the same look"])
+def test_a_record_of_another_connection_with_another_send_time_is_left_out(
+    db: Any, caplog: pytest.LogCaptureFixture, together: bool
+) -> None:
+    """One campaign per task instance and connection: a record naming another connection is left out
+    whatever its send time (it used to be added beside the campaign when its time differed)."""
+    dag_id = f"dag_victim_{'together' if together else 'later'}"
+    genuine = xcom_row(dag_id, record(7007), AT, run_id="manual__times")
+    other = xcom_row(
+        dag_id,
+        record(7098, OTHER_CONN, sent_at=AT + dt.timedelta(seconds=1)),
+        AT + dt.timedelta(minutes=1),
+        run_id="manual__times",
+    )
+    before = indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION]
+
+    with caplog.at_level("WARNING", logger=indexer.__name__):
+        copied(db, [genuine, other] if together else [genuine])
+        if not together:
+            copied(db, [other])
+
+    with db.Session() as session:
+        rows = session.execute(
+            select(campaign_table.c.conn_id, campaign_table.c.record).where(campaign_table.c.dag_id == dag_id)
+        ).all()
+    assert [(row.conn_id, row.record["tickets"]) for row in rows] == [(CONN, [7007])]
+    assert indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION] == before + 1
