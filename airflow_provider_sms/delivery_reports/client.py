@@ -5,7 +5,9 @@ They are served by Airflow's own API server, not by the service, so they have th
 service's access token never travels there, only the key derived from it
 (:func:`~airflow_provider_sms.delivery_reports.settings.read_key`). Every answer is judged by
 :func:`judge_answer`: 401 and 404 cannot be cured by waiting; a 500 (the tables missing) fails the
-try; connection errors, 429 and the other 5xx only mean "not yet".
+try; connection errors, 429 and the other 5xx only mean "not yet". A 401 is asked again for as long as
+the API server may still hold a connection's previous token (its connection cache): after a rotation
+the worker already has the new one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from airflow_provider_sms.hooks.sms import SmsHook
 
 SUMMARY_TIMEOUT = 30.0
+# Between two askings of a refused key, while the API server may still hold the previous token.
+KEY_REFUSED_PAUSE = 5.0
 # Who answers here, as errors name it: not the SMS service.
 API_SERVER = "the Airflow API server"
 
@@ -154,8 +158,30 @@ def _unreachable(url: str, exc: Exception) -> SmsTransportError:
     return SmsTransportError(f"{API_SERVER}'s delivery-report receiver at {url} is unreachable: {exc}")
 
 
+def _key_retrying() -> dict[str, Any]:
+    """How a read whose key was refused (401) is asked again: every :data:`KEY_REFUSED_PAUSE` seconds for
+    as long as the API server keeps a connection it read (``CONNECTION_TTL``), then the 401 stands."""
+    import tenacity
+
+    from airflow_provider_sms.delivery_reports.connections import CONNECTION_TTL
+
+    return {
+        "retry": tenacity.retry_if_exception_type(SmsAuthError),
+        "stop": tenacity.stop_after_delay(CONNECTION_TTL + KEY_REFUSED_PAUSE),
+        "wait": tenacity.wait_fixed(KEY_REFUSED_PAUSE),
+        "reraise": True,
+    }
+
+
 def _get(url: str, params: Any, headers: dict[str, str]) -> bytes:
-    """GET one of the receiver's endpoints (blocking); its body once judged a 2xx."""
+    """GET one of the receiver's endpoints (blocking); its body once judged a 2xx (a refused key asked
+    again while the API server may hold the previous token)."""
+    import tenacity
+
+    return tenacity.Retrying(**_key_retrying())(_get_once, url, params, headers)
+
+
+def _get_once(url: str, params: Any, headers: dict[str, str]) -> bytes:
     import httpx
 
     try:
@@ -240,7 +266,15 @@ def fetch_batch(access: ReceiverAccess, batch: int) -> Iterator[StoredReport]:
 
 
 async def afetch_summary(request: SummaryRequest) -> DeliverySummary:
-    """Read the summary without blocking the event loop (the trigger)."""
+    """Read the summary without blocking the event loop (the trigger); a refused key is asked again as
+    :func:`_get` does."""
+    import tenacity
+
+    summary: DeliverySummary = await tenacity.AsyncRetrying(**_key_retrying())(_afetch_summary_once, request)
+    return summary
+
+
+async def _afetch_summary_once(request: SummaryRequest) -> DeliverySummary:
     import httpx
 
     try:

@@ -28,11 +28,12 @@ from airflow_provider_sms.api_server import app as app_module
 from airflow_provider_sms.api_server import refusal as refusal_module
 from airflow_provider_sms.api_server.app import build_app
 from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT
+from airflow_provider_sms.delivery_reports import client as client_module
 from airflow_provider_sms.delivery_reports import connections as connections_module
 from airflow_provider_sms.delivery_reports import delivery_reports_asset, reports_from_events
 from airflow_provider_sms.delivery_reports import flusher as flusher_module
 from airflow_provider_sms.delivery_reports import receiver as receiver_module
-from airflow_provider_sms.delivery_reports.client import SummaryRequest, fetch_summary
+from airflow_provider_sms.delivery_reports.client import SummaryRequest, afetch_summary, fetch_summary
 from airflow_provider_sms.delivery_reports.settings import URL_PREFIX, read_key
 from airflow_provider_sms.delivery_reports.tables import delivery_report_table
 from airflow_provider_sms.exceptions import SmsApiError, SmsAuthError, SmsTransportError
@@ -466,11 +467,45 @@ def test_summary_counts_each_message_at_its_latest_final_status(
     assert summary(receiver, 777).failed is None
 
 
-def test_summary_needs_the_key_derived_from_the_token(receiver: ThreadedServer) -> None:
+@pytest.fixture
+def short_key_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server keeps a connection it read for a second, and a refused key is asked again every
+    tenth of one: the grace after a rotation, in test time."""
+    monkeypatch.setattr(connections_module, "CONNECTION_TTL", 1.0)
+    monkeypatch.setattr(client_module, "KEY_REFUSED_PAUSE", 0.1)
+
+
+def test_summary_needs_the_key_derived_from_the_token(
+    receiver: ThreadedServer, short_key_grace: None, access_log: list[str]
+) -> None:
     with pytest.raises(SmsAuthError, match="refused the key"):
         summary(receiver, 777, key="not-the-key")
+    # Asked again while the API server could have held a previous token, then the 401 stands.
+    assert 2 <= sum("/summary" in url for url in access_log) <= 20
     with pytest.raises(SmsAuthError):
         summary(receiver, 777, key=TEST_TOKEN)  # the token itself is not the key
+
+
+@pytest.mark.parametrize("path", ["blocking", "async"])
+def test_a_wait_outlives_the_api_servers_cache_after_a_token_rotation(
+    receiver: ThreadedServer,
+    short_key_grace: None,
+    monkeypatch: pytest.MonkeyPatch,
+    sms_sandbox: SandboxServer,
+    path: str,
+) -> None:
+    """Right after a rotation the worker has the new token, the API server still the old one (its
+    connection cache): the summary is refused, asked again, and read once the API server reads it again."""
+    assert summary(receiver, 777).reported == 0  # the API server now holds the connection
+    rotated = json.loads(sms_sandbox.connection_json("json", dlr_webhook_id="1"))
+    monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", json.dumps({**rotated, "password": "the-rotated-token"}))
+    request = SummaryRequest(
+        f"{receiver.url}/sms/delivery-reports/sms_default/summary", read_key("the-rotated-token"), [777]
+    )
+
+    found = fetch_summary(request) if path == "blocking" else asyncio.run(afetch_summary(request))
+
+    assert (found.campaign_ids, found.reported) == ([777], 0)
 
 
 def report_ids(metadata_db: Any, **where: Any) -> list[int]:
