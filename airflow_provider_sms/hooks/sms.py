@@ -303,9 +303,10 @@ class SmsHook(BaseHook):
         except requests.RequestException as exc:
             if nothing_sent(exc, progress):
                 raise SmsTransportError(
-                    f"{endpoint}: nothing was sent, the service could not be reached ({_describe(exc)})"
+                    f"{endpoint}: nothing was sent, the service could not be reached "
+                    f"({_describe(exc, self.sms_conn_id)})"
                 ) from None
-            raise maybe_sent(endpoint, _describe(exc)) from None
+            raise maybe_sent(endpoint, _describe(exc, self.sms_conn_id)) from None
         except ResponseTooLargeError as exc:
             too_large = exc
         return judge_send(
@@ -358,7 +359,7 @@ class SmsHook(BaseHook):
             )
             answer = self._body(response, endpoint, path)
         except requests.RequestException as exc:
-            raise SmsTransportError(f"{endpoint}: {_describe(exc)}") from None
+            raise SmsTransportError(f"{endpoint}: {_describe(exc, self.sms_conn_id)}") from None
         check_read_response(
             response.status_code,
             response.reason,
@@ -613,8 +614,15 @@ class SmsAsyncHook(BaseHook):
         return answer
 
 
-def _describe(exc: requests.RequestException) -> str:
-    """A short, token-free description of a transport error."""
+def _describe(exc: requests.RequestException, conn_id: str) -> str:
+    """A short, token-free description of a transport error, naming the connection and where it points
+    (urllib3 opens the text of a failed connect with its private connection class's repr: left out)."""
+    from urllib3.exceptions import NewConnectionError
+
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, NewConnectionError) and reason.conn is not None:
+        where = f"{reason.conn.host}:{reason.conn.port}"
+        text = str(reason).removeprefix(f"{reason.conn}: ")
+        return f"connection {conn_id!r} could not connect to {where}: {text[:300]}"
     text = str(reason or exc)
-    return f"{type(exc).__name__}: {text[:300]}"
+    return f"connection {conn_id!r}: {type(exc).__name__}: {text[:300]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import httpx
@@ -215,6 +216,31 @@ def test_connection_refused_on_read_is_retried_then_transport_error(make_hook, r
         hook.get_npai()
 
     assert requests_mock.call_count == 3
+
+
+@pytest.mark.parametrize("call", ["read", "send"])
+def test_an_unreachable_service_is_named_by_connection_and_address(monkeypatch, sleeps, call):
+    """A real refused connect on 127.0.0.1: the error names the connection and where it points, not
+    urllib3's private connection class."""
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_NOWHERE",
+        json.dumps({"conn_type": "sms", "host": f"http://127.0.0.1:{port}", "password": "dev-token"}),
+    )
+    hook = SmsHook("sms_nowhere")
+
+    with pytest.raises(SmsTransportError) as info:
+        hook.get_npai() if call == "read" else hook.send(MESSAGE, ["33612345678"])
+
+    text = str(info.value)
+    assert f"connection 'sms_nowhere' could not connect to 127.0.0.1:{port}" in text
+    assert "Connection refused" in text
+    assert "_Tracking" not in text
+    assert "HTTPConnection" not in text
+    if call == "send":
+        assert "nothing was sent" in text
 
 
 @pytest.mark.parametrize(
