@@ -11,11 +11,12 @@ twice" is decided here, in Airflow's metadata database, where a transaction can 
 - ``sms_claim_chunk``: for a send to numbers, the numbers it claimed, one row per chunk of up to
   :data:`MAX_NUMBERS_PER_CALL`: their keyed digests (never the numbers), packed end to end, and where the
   chunk starts among the send's numbers (a chunk claimed again, by a retry or a call whose answer was
-  lost, is the same row). A chunk is one row, not thousands: claiming a million numbers writes fifty.
-- ``sms_claim_lock``: one row per scope. Every decision first takes this row's lock (an UPDATE, held
-  until the commit), then reads the claims of the scope and writes its own: two claims of one scope are
-  decided one after the other, whatever either claimant's timing. The window (two delivery times closer
-  than ``window_seconds``) is checked under that lock, so it is exact, not rounded to slots.
+  lost, is the same row). A chunk is one row, not thousands of them.
+- ``sms_claim_lock``: one row per scope. Every decision first takes this row's lock (one statement
+  that inserts or updates it, the lock held until the commit), then reads the claims of the scope and
+  writes its own: two claims of one scope are decided one after the other, whatever either claimant's
+  timing. The window (two delivery times closer than ``window_seconds``) is checked under that lock,
+  so it is exact, not rounded to slots.
 
 A claimant is a task instance (dag_id, task_id, run_id, map_index): the same claimant asking again (a
 retry, or a call whose answer was lost) finds its own claim, which is how a lost answer is found again.

@@ -1,8 +1,8 @@
 """How long send guards and claims are kept, and their pruning. Internal.
 
 Each send task instance leaves a send guard Variable (``sms_send_guard:...``) and a claim in the claim
-store (a row, and a row per number of a send to numbers): a daily DAG adds one guard a day. Pruning
-runs where Airflow's metadata database is reachable (like ``airflow variables``), as
+store (a row, and a row per chunk of the numbers of a send to numbers): a daily DAG adds one guard a
+day. Pruning runs where Airflow's metadata database is reachable (like ``airflow variables``), as
 ``python -m airflow_provider_sms prune``:
 
 - a **send guard** is deleted once its task instance has ended (success, failed, skipped,
