@@ -1,9 +1,11 @@
 """Keys derived from a connection's access token, and the signatures made with them. Not public API.
 
-Whoever holds a connection's token can derive its keys: the send task that uses the connection, and
-the API server, which reads connections. Another DAG, another team or a person who may edit Variables
-cannot. Each key serves one purpose, so that a signature made for one kind of record is never valid
-for another, and none of them reveals the token.
+Whoever holds a connection's token can derive its keys: the API server, which reads connections, and
+any task that may read the connection, which in Airflow 3 is any task of the deployment (of the team and
+the global ones, in multi-team mode), not only the tasks that use it. So a key proves only that its
+holder could read the connection: it stops a caller who can neither run a task nor read connections,
+no one else. Each key serves one purpose, so that a signature made for one kind of record is never
+valid for another, and none of them reveals the token.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
 # The purposes; a new kind of signed record gets its own.
 READ_KEY = b"airflow-provider-sms/delivery-reports/summary"
 CAMPAIGN_RECORD = b"airflow-provider-sms/campaign-record/v1"
-APPROVAL = b"airflow-provider-sms/send-approval/v1"
 # The claim store's routes on the API server, and the key of the numbers' digests a claim keeps.
 CLAIMS = b"airflow-provider-sms/claims/v1"
 NUMBER_DIGEST = b"airflow-provider-sms/number-digest/v1"
@@ -27,7 +28,6 @@ NUMBER_DIGEST = b"airflow-provider-sms/number-digest/v1"
 # the task instance under its own (the names are part of the signed bytes: they never change).
 _TASK_FIELDS: dict[bytes, tuple[str, str]] = {
     CAMPAIGN_RECORD: ("record", "task"),
-    APPROVAL: ("approval", "task_instance"),
 }
 
 

@@ -18,7 +18,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import pytest
 import requests
@@ -28,7 +27,7 @@ from tests.hitl_answers import HitlAnswerer
 from tests.ui.conftest import SIMPLE_AUTH_MANAGER, free_port, running_api_server
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
 DAGS = Path(__file__).parent / "dags" / "approval_dags"
 DAG_FILE = DAGS / "sms_send_approved.py"
@@ -165,15 +164,15 @@ class Approvals(HitlAnswerer):
             ).fetchone()
         return row[0], row[1], row[2]
 
-    def edit_variable(self, user: str, key: str, edit: Callable[[str], str]) -> requests.Response:
-        """``user`` changes the Variable ``key`` through Airflow's REST API (GET, then PATCH
-        ``/api/v2/variables/{key}``), as the Variables page does; the PATCH's response as it came."""
-        url = f"{self.url}/api/v2/variables/{quote(key, safe='')}"
-        headers = {"Authorization": f"Bearer {self.token(user)}"}
-        current = requests.get(url, headers=headers, timeout=30)
-        current.raise_for_status()
-        body = {"key": key, "value": edit(current.json()["value"])}
-        return requests.patch(url, json=body, headers=headers, timeout=30)
+    def create_variable(self, user: str, key: str, value: str) -> requests.Response:
+        """``user`` creates the Variable ``key`` through Airflow's REST API, as the Variables page does;
+        the response as it came."""
+        return requests.post(
+            f"{self.url}/api/v2/variables",
+            json={"key": key, "value": value},
+            headers={"Authorization": f"Bearer {self.token(user)}"},
+            timeout=30,
+        )
 
     def result(self) -> dict[str, Any]:
         """The send task's XCom return value in the latest run."""

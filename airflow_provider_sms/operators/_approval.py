@@ -1,41 +1,47 @@
 """A person approves a campaign a gate refused: ``on_cost_exceeded="ask"``. Not public API.
 
-The question is Airflow's own human-in-the-loop request (Airflow 3.1 and later). The send operator
-builds the standard provider's ``HITLOperator`` for its own task instance and runs its ``execute()``,
-which writes the request (subject, Markdown body, the options "Send" and "Do not send", the default
-"Do not send" taken at the timeout, the approvers), calls the notifiers and parks the task until the
-answer: in Airflow's ``awaiting_input`` state from 3.3 (no worker, triggerer or pool slot held),
-deferred to ``HITLTrigger`` on 3.1 and 3.2. The answer resumes the send operator's
-``execute_complete``, a new process that renders the templates and prepares the campaign again.
+The question is Airflow's own human-in-the-loop record of the send task's task instance (Airflow 3.1
+and later), written and awaited as Airflow's ``HITLOperator`` does (:mod:`._airflow_question`): a
+subject, a Markdown body with the figures, the options "Send" and "Do not send", the default "Do not
+send" taken at the timeout, the approvers. The task waits in ``awaiting_input`` (3.3 and later: no
+worker, triggerer or pool slot held) or deferred (3.1, 3.2), and the answer resumes the send
+operator's ``execute_complete``, a new process that renders the templates and prepares the campaign
+again.
 
-What the question showed travels with the wait (the task instance's ``next_kwargs``, which no user
-edits) and is kept in the send guard (:mod:`._send_guard`), signed for this task instance, so that a
-retry knows it too. "Send" approves exactly what the question showed: that campaign, at that cost at
-most, past the gates that refused then, at figures no worse. Just before sending, the campaign is
-simulated again and every gate checked: a campaign that changed, costs more, is refused by a gate the
-question did not show refusing, or whose refused figure got worse (fewer credits left, more numbers
-filtered) is not sent, and the task fails naming the gate and both figures. It does not ask again:
-Airflow keeps one question per task instance, and a second question would show the first one's figures.
+What "Send" approves is written at the end of the body the person reads (:class:`ApprovalTerms`): that
+campaign (its digest), at that cost at most, past the gates that refused then, at figures no worse.
+Airflow keeps a task instance's first question: asked again (a retry, a clear), it shows the first
+body, so the send reads the terms back from the body Airflow keeps and asks only if "Send" there could
+still cover today's campaign.
 
-Who answered comes only from Airflow's own record of the answer (the event that resumes the task);
-an approval read from the guard counts only once its signature verifies
-(:meth:`~._send_guard.SendGuard.trusted_approval`).
+An approval is only ever Airflow's record of the answer, read by the try it resumes: the option "Send",
+chosen by a user Airflow names (one of ``approvers``, when given). Nothing a task can write grants it:
+no Variable, XCom or signature. A new try (a retry, a clear) asks again. Just before sending, the
+campaign is simulated again and every gate checked: a campaign that changed, costs more, is refused by
+a gate the question did not show refusing, or whose refused figure got worse is not sent, and the task
+fails naming the gate and both figures.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.models import FILTER_FIELDS
+from airflow_provider_sms.operators._airflow_question import (
+    Answer,
+    post_question,
+    required_actions_link,
+    wait_for_answer,
+)
 from airflow_provider_sms.operators._campaign import parts_of
-from airflow_provider_sms.operators._send_guard import ApprovalRecord, approval_from
 from airflow_provider_sms.send_window import describe
 from airflow_provider_sms.short_urls import SHORT_MARKER
 from airflow_provider_sms.sms_parts import has_stop_mention
@@ -45,24 +51,25 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from airflow.providers.common.compat.sdk import Context
-    from airflow.providers.standard.operators.hitl import HITLOperator
 
     from airflow_provider_sms.models import Message
     from airflow_provider_sms.operators._campaign import Campaign
     from airflow_provider_sms.operators._gates import GateCheck
-    from airflow_provider_sms.operators._send_guard import SendGuard
     from airflow_provider_sms.send_window import Logger
 
 SEND = "Send"
 DO_NOT_SEND = "Do not send"
+OPTIONS = [SEND, DO_NOT_SEND]
 # The context key approval notifiers read (e.g. "{{ sms_approval.link }}" in an SmsNotifier's text).
 CONTEXT_KEY = "sms_approval"
+# The last paragraph of the question's body starts with it: the terms of "Send", as JSON.
+TERMS_LABEL = f'What "{SEND}" approves, checked again just before sending: '
 _ENCODINGS = {"GSM-7": "GSM 7-bit", "UCS-2": "UCS-2 (Unicode)"}
 # Characters of the text shown before each short-URL marker in the question, beside the marker's link.
 _WORDS_BEFORE_MARKER = 40
+GateName = Literal["max_cost", "max_filtered_ratio", "min_credits_after"]
 
-
-# Each gate an approval may cover: the figure it reads (an ApprovalRecord field) and whether a higher
+# Each gate an approval may cover: the figure it reads (an ApprovalTerms field) and whether a higher
 # figure is worse for it.
 _FIGURES: dict[str, tuple[str, bool]] = {
     "max_cost": ("cost", True),
@@ -88,36 +95,82 @@ class ApprovalSpec:
     notifiers: Sequence[Callable[[Context], Any]] = ()
 
 
+class ApprovalTerms(BaseModel):
+    """What "Send" approves, as the question's body shows it to the person who answers.
+
+    :param campaign: the campaign's content digest (message and recipients; not the delay).
+    :param cost: the simulated cost the question showed: what "Send" approves, at most.
+    :param credits_after: the credits left after the campaign, as the question showed them.
+    :param filtered_ratio: the share of numbers filtered, as the question showed it (0 to 1).
+    :param refused: the gates that refused in the question: the only ones "Send" covers.
+    :param asked_at: when the question was first asked (ISO 8601).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    campaign: str = Field(min_length=1)
+    cost: int | float = Field(ge=0)
+    credits_after: int | float
+    filtered_ratio: float = Field(ge=0, le=1)
+    refused: tuple[GateName, ...]
+    asked_at: str
+
+    @field_validator("cost", "credits_after", "filtered_ratio")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("a finite number")
+        return value
+
+    def line(self) -> str:
+        """The terms as the body's last paragraph says them."""
+        return f"{TERMS_LABEL}`{self.model_dump_json()}`"
+
+    @classmethod
+    def in_body(cls, body: str | None) -> ApprovalTerms | None:
+        """The terms written at the end of a question's ``body``; None when it has none that read."""
+        last = (body or "").rstrip().rsplit("\n", 1)[-1]
+        if not last.startswith(TERMS_LABEL):
+            return None
+        try:
+            return cls.model_validate_json(last.removeprefix(TERMS_LABEL).strip("`"))
+        except ValidationError:
+            return None
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """A person's "Send", as Airflow recorded it, with the terms the question showed.
+
+    :param terms: what the question's body said "Send" approves.
+    :param refusals: what the gates refused, as the question said it.
+    :param by: who answered (the Airflow user's name).
+    :param at: when (ISO 8601).
+    """
+
+    terms: ApprovalTerms
+    refusals: list[str]
+    by: str
+    at: str
+
+
 def approved_gate(
     check: GateCheck, approval: ApprovalRecord | None, digest: str, log: Logger
 ) -> dict[str, Any] | None:
     """The refused gate with the approval that lets the campaign go; None when there is no approval
-    yet (ask).
+    (ask).
 
     :param check: what the gates refuse now.
-    :param approval: the send guard's approval record, verified (:meth:`SendGuard.trusted_approval`).
+    :param approval: the answer that resumed this try (:func:`take_answer`), if any.
     :param digest: the campaign's content digest now (:meth:`Campaign.digest`).
     :raises AirflowFailException: approved, but the campaign changed, costs more than approved, or a
         gate refuses what the question did not show.
     """
-    if approval is None or approval.state != "approved":
+    if approval is None:
         return None
-    simulation, text = check.simulation, check.text
-    who = f"approved by {approval.by} at {approval.at} for {approval.cost} credits"
-    if approval.fingerprint != digest:
-        raise AirflowFailException(
-            f"Not sent: this campaign was {who}, but its message or recipients changed since (the "
-            "templates were rendered again). Airflow keeps one question per task instance, so it is not "
-            "asked again: trigger a new DAG run to ask about the new campaign (not retried)."
-        )
-    if simulation["cost"] > approval.cost:
-        raise AirflowFailException(
-            f"Not sent: this campaign was {who}; simulated again just before sending, it now costs "
-            f"{simulation['cost']} credits, more than the {approval.cost} approved. It is not sent at the "
-            "higher price, and not asked again (Airflow keeps one question per task instance, whose "
-            "figures would be the old ones): trigger a new DAG run to ask at the new price (not retried)."
-        )
-    problems = uncovered(approval, check)
+    terms = approval.terms
+    who = f"approved by {approval.by} at {approval.at} for {terms.cost} credits"
+    problems = differences(terms, check, digest)
     if problems:
         raise AirflowFailException(
             f"Not sent: this campaign was {who}, but simulated again just before sending, "
@@ -127,28 +180,33 @@ def approved_gate(
         )
     log.info(
         "%s. Sending it all the same: it was %s, covering %s as the question showed %s; now %s",
-        text,
+        check.text,
         who,
-        ", ".join(approval.refused),
-        _figures(vars(approval)),
+        ", ".join(terms.refused),
+        _figures(terms.model_dump()),
         _figures(check.figures()),
     )
-    decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": approval.cost}
+    decision = {"choice": SEND, "by": approval.by, "at": approval.at, "cost": terms.cost}
     return {**check.gate, "approval": decision}
 
 
-def uncovered(approval: ApprovalRecord, check: GateCheck) -> list[str]:
-    """What the gates refuse now that ``approval`` does not cover, one sentence each; empty when covered.
+def differences(terms: ApprovalTerms, check: GateCheck, digest: str) -> list[str]:
+    """What "Send" on ``terms`` would not cover in the campaign ``check`` gated now, one phrase each;
+    empty when it covers it all.
 
-    A gate that did not refuse in the question is not covered; one that did is covered while its
-    figure is no worse than the question showed.
+    The campaign must be the same and cost no more. A gate that did not refuse in the question is not
+    covered; one that did is covered while its figure is no worse than the question showed.
     """
+    if terms.campaign != digest:
+        return ["its message or recipients changed since the question (the templates were rendered again)"]
     now = check.figures()
+    if now["cost"] > terms.cost:
+        return [f"it now costs {now['cost']} credits, more than the {terms.cost} approved"]
     problems = []
     for name in check.refused:
         field, higher_is_worse = _FIGURES[name]
-        shown, current = getattr(approval, field), now[field]
-        if name not in approval.refused:
+        shown, current = getattr(terms, field), now[field]
+        if name not in terms.refused:
             problems.append(
                 f"{name} now refuses it and did not in the question: the question showed "
                 f"{_figure(field, shown)}, now {_figure(field, current)}"
@@ -175,152 +233,154 @@ def _figures(figures: Mapping[str, Any]) -> str:
     return ", ".join(_figure(field, figures[field]) for field in ("cost", "credits_after", "filtered_ratio"))
 
 
-def ask(
-    spec: ApprovalSpec,
-    context: Context,
-    campaign: Campaign,
-    check: GateCheck,
-    shown: ApprovalRecord | None,
-    guard: SendGuard,
-    log: Logger,
-) -> NoReturn:
+def ask(spec: ApprovalSpec, context: Context, campaign: Campaign, check: GateCheck, log: Logger) -> NoReturn:
     """Ask in Airflow's Required actions whether to send ``campaign``; park the task until the answer.
 
-    The question's figures and refused gates are kept in ``guard``, signed with the connection's token.
-
     :param check: what the gates refused.
-    :param shown: the guard's verified approval record, if any: the question of an earlier try.
-
-    :raises TaskAwaitingInput: (Airflow 3.3+) or TaskDeferred (3.1, 3.2): the wait, carrying what was
-        asked for :func:`take_answer`.
-    :raises AirflowFailException: this task instance already asked about another campaign or a lower
-        cost, which Airflow would show instead of this question.
+    :raises TaskAwaitingInput: (Airflow 3.3+) or TaskDeferred (3.1, 3.2): the wait, carrying the terms
+        the question shows to :func:`take_answer`.
+    :raises AirflowFailException: this task instance asked before (Airflow shows that first question
+        again) and "Send" there would not cover this campaign.
     """
     ti = context["ti"]
     figures = check.figures()
-    record = ApprovalRecord(
-        state="asked",
+    digest = campaign.digest()
+    terms = ApprovalTerms(
+        campaign=digest,
         cost=figures["cost"],
-        fingerprint=campaign.digest(),
-        refusals=list(check.gate["refusals"]),
-        asked_at=pendulum.now("UTC").isoformat(),
-        refused=list(check.refused),
         credits_after=figures["credits_after"],
         filtered_ratio=figures["filtered_ratio"],
+        refused=check.refused,
+        asked_at=pendulum.now("UTC").isoformat(),
     )
-    if shown is not None:
-        # A question of an earlier try: Airflow still shows its subject and body to the approver.
-        if shown.fingerprint != record.fingerprint or shown.cost < record.cost:
-            raise AirflowFailException(
-                f"{check.text}. This task instance already asked, at {shown.asked_at}, about "
-                f"{'another campaign' if shown.fingerprint != record.fingerprint else 'this campaign'} "
-                f"at {shown.cost} credits; it now costs {record.cost}. Airflow keeps a task instance's "
-                "first question, so asking again would show the old figures: not asked, not sent. "
-                "Trigger a new DAG run to ask about this campaign (not retried)."
-            )
-        record = dataclasses.replace(shown, state="asked", by=None, at=None)
-    subject, body = question(campaign, check, ti, spec.timeout)
-    hitl = hitl_operator(spec, subject=subject, body=body)
-    try:
-        link: str | None = hitl.generate_link_to_ui(task_instance=ti)
-    except ValueError as exc:
-        link = None
-        log.warning(
-            "No link to the Required actions page for the notifiers (%s): set [api] base_url on the workers",
-            exc,
+    subject, body = question(campaign, check, ti, spec.timeout, terms)
+    kept = post_question(
+        ti.id,
+        subject=subject,
+        body=body,
+        options=OPTIONS,
+        defaults=[DO_NOT_SEND],
+        assigned_users=spec.approvers,
+    )
+    if kept != body:
+        # Asked before: Airflow shows the first question again, and its terms are what "Send" approves.
+        shown = ApprovalTerms.in_body(kept)
+        problems = (
+            differences(shown, check, digest)
+            if shown is not None
+            else ["the question Airflow keeps for this task instance states no terms this send can read"]
         )
+        if problems:
+            asked_at = f", at {shown.asked_at}" if shown is not None else ""
+            raise AirflowFailException(
+                f"{check.text}. This task instance already asked{asked_at}, and Airflow shows a task "
+                f'instance\'s first question again; "{SEND}" there would not cover this campaign: '
+                f"{'; '.join(problems)}. Not asked, not sent. Trigger a new DAG run to ask about this "
+                "campaign (not retried)."
+            )
+        terms = shown  # type: ignore[assignment]
+    link = required_actions_link(ti)
+    if link is None:
+        log.warning(
+            "No link to the Required actions page for the notifiers: set [api] base_url on the workers"
+        )
+    approvers = [user["name"] for user in spec.approvers or []]
     facts = {
         "subject": subject,
-        "cost": record.cost,
-        "gate": "; ".join(record.refusals),
-        "refusals": record.refusals,
+        "cost": terms.cost,
+        "gate": "; ".join(check.gate["refusals"]),
+        "refusals": list(check.gate["refusals"]),
         "credits_after": check.simulation["credits"],
         "link": link,
-        "approvers": [user["name"] for user in spec.approvers or []],
+        "approvers": approvers,
     }
-    # Plain callables: HITLOperator calls each notifier with the context, and these log their failures.
-    hitl.notifiers = [_quiet(notifier, log) for notifier in spec.notifiers]  # type: ignore[misc]
-    guard.keep_approval(record, campaign.hook.settings.token)
+    _notify(spec.notifiers, {**context, CONTEXT_KEY: facts}, log)
     log.warning(
         "%s. Asking in Airflow's Required actions (on_cost_exceeded='ask'; %s; answer %s): %s. Nothing is "
         "sent until someone answers %r; %r%s skips the task.",
         check.text,
-        "approvers: " + ", ".join(facts["approvers"]) if facts["approvers"] else "any user who may answer",
+        "approvers: " + ", ".join(approvers) if approvers else "any user who may answer",
         f"within {_duration(spec.timeout)}" if spec.timeout else "without time limit",
         link or "the DAG run's Required actions tab",
         SEND,
         DO_NOT_SEND,
         " or no answer in time" if spec.timeout else "",
     )
-    try:
-        # Airflow logs that an operator runs another one's execute(): this one does it on purpose.
-        approval_context: dict[str, Any] = {**context, "task": hitl, CONTEXT_KEY: facts}
-        hitl.execute(approval_context)  # type: ignore[arg-type]
-    except BaseException as wait:
-        if getattr(wait, "method_name", None) == "execute_complete":
-            # What was asked rides with the wait (next_kwargs) to take_answer().
-            asked = {"approval": vars(record), "gate": check.gate, "simulation": check.simulation}
-            wait.kwargs = {**(getattr(wait, "kwargs", None) or {}), "asked": asked}  # type: ignore[attr-defined]
-        raise
-    raise RuntimeError("HITLOperator.execute() returned instead of waiting for the answer")
+    asked = {"terms": terms.model_dump(mode="json"), "gate": check.gate, "simulation": check.simulation}
+    wait_for_answer(
+        ti.id, options=OPTIONS, defaults=[DO_NOT_SEND], timeout=spec.timeout, kwargs={"asked": asked}
+    )
 
 
 def take_answer(
     spec: ApprovalSpec,
     context: Context,
-    event: dict[str, Any],
+    event: Mapping[str, Any],
     asked: Mapping[str, Any],
     *,
     push_xcom: bool,
     log: Logger,
 ) -> ApprovalRecord:
-    """Read the answer: the approval on "Send" (to keep in the send guard; the send follows); skip on
-    "Do not send" or timeout.
+    """Read the answer Airflow resumed this try with: the approval on "Send" (the send follows); skip
+    on "Do not send" or no answer in time.
 
-    The answer and what was asked come from Airflow (the event and ``next_kwargs``), so they are
-    trusted. Who answered, when and the figures go to the task log; on a skip, to the XCom too
+    "Send" counts only as Airflow recorded it: chosen by a user Airflow names, one of ``approvers``
+    when they are given. The terms are those the question showed (``asked``, which Airflow carried
+    with the wait). Who answered, when and the figures go to the task log; on a skip, to the XCom too
     (``gate`` -> ``approval``).
 
+    :param event: Airflow's record of the answer, as it resumed the task (``next_kwargs``).
     :param push_xcom: whether the task pushes its result (``do_xcom_push``): a skip pushes the answer.
-    :raises AirflowFailException: what was asked cannot be read (a question of an earlier version of
-        the provider).
+    :raises AirflowFailException: the record holds "Send" from nobody Airflow names, or from a user who
+        is not an approver; or the terms cannot be read. Nothing is sent.
     """
-    hitl = hitl_operator(spec, subject="", body=None)
-    answer = hitl.execute_complete(context, event)  # Airflow's checks of the event and the option
-    user = answer["responded_by_user"] or {}
-    by = user.get("name") or user.get("id")
-    at = _iso(answer["responded_at"])
-    timed_out = bool(event.get("timedout"))
     try:
-        record = approval_from(asked["approval"])
-    except ValueError as exc:
+        terms = ApprovalTerms.model_validate(asked["terms"])
+    except (KeyError, TypeError, ValidationError) as exc:
         raise AirflowFailException(
-            f"Not sent: the question's record that Airflow carried to the answer cannot be read ({exc}); "
-            "it was asked by another version of the provider. Trigger a new DAG run to ask again "
-            "(not retried)."
+            f"Not sent: the terms of the question, carried by Airflow to the answer, cannot be read ({exc}). "
+            "Trigger a new DAG run to ask again (not retried)."
         ) from None
-    if answer["chosen_options"] == [SEND] and not timed_out:
-        approved = dataclasses.replace(record, state="approved", by=by, at=at)
+    answer = Answer.of(event)
+    refusals = list(asked["gate"]["refusals"])
+    user = answer.by
+    by = (user.get("name") or user.get("id")) if user else None
+    if answer.options == (SEND,):
+        allowed = {approver["id"] for approver in spec.approvers or []}
+        if user is None or (allowed and user["id"] not in allowed):
+            raise AirflowFailException(
+                f"Not sent: Airflow's record of this task instance's question holds \"{SEND}\", but "
+                + (
+                    "no user gave it (it was written through the execution API, which any code of this "
+                    "task instance may call, not answered in Airflow's UI or REST API)"
+                    if user is None
+                    else f"from {by}, who is not among the approvers ({', '.join(sorted(allowed))})"
+                )
+                + ". Trigger a new DAG run to ask again (not retried)."
+            )
         log.info(
             "Approved: %s answered %r at %s for the campaign asked about at %s (%s credits; %s). Simulating "
             "it again, then sending it if no gate refuses more than the question showed.",
             by,
             SEND,
-            at,
-            record.asked_at,
-            record.cost,
-            "; ".join(record.refusals),
+            answer.at,
+            terms.asked_at,
+            terms.cost,
+            "; ".join(refusals),
         )
-        return approved
+        return ApprovalRecord(terms=terms, refusals=refusals, by=str(by), at=str(answer.at))
+    timed_out = user is None and answer.error is None
     limit = _duration(spec.timeout) if spec.timeout else "the time allowed"
     why = (
-        f"no answer within {limit} of the question asked at {record.asked_at}: the default "
-        f"{DO_NOT_SEND!r} was taken at {at}"
+        f"no answer within {limit} of the question asked at {terms.asked_at}: the default "
+        f"{DO_NOT_SEND!r} was taken" + (f" at {answer.at}" if answer.at else "")
         if timed_out
-        else f"{by} answered {answer['chosen_options'][0]!r} at {at}"
+        else f"{by} answered {', '.join(answer.options)!r} at {answer.at}"
     )
-    decision = {"choice": DO_NOT_SEND, "by": None if timed_out else by, "at": at, "timed_out": timed_out}
-    text = f"Not sent: {why} (campaign of {record.cost} credits; {'; '.join(record.refusals)})"
+    if answer.error:
+        why = f"Airflow ended the wait for the answer with an error: {answer.error}"
+    decision = {"choice": DO_NOT_SEND, "by": by, "at": answer.at, "timed_out": timed_out}
+    text = f"Not sent: {why} (campaign of {terms.cost} credits; {'; '.join(refusals)})"
     log.warning("%s; skipping the task (on_cost_exceeded='ask')", text)
     if push_xcom:
         gate = {**asked["gate"], "approval": decision}
@@ -329,22 +389,9 @@ def take_answer(
     raise AirflowSkipException(text)
 
 
-def hitl_operator(spec: ApprovalSpec, *, subject: str, body: str | None) -> HITLOperator:
-    """Airflow's human-in-the-loop operator for the send task's question (not part of any DAG)."""
-    from airflow.providers.standard.operators.hitl import HITLOperator
-
-    return HITLOperator(
-        task_id=spec.task_id,
-        subject=subject,
-        body=body,
-        options=[SEND, DO_NOT_SEND],
-        defaults=[DO_NOT_SEND],
-        assigned_users=spec.approvers,  # type: ignore[arg-type]
-        response_timeout=spec.timeout,
-    )
-
-
-def question(campaign: Campaign, check: GateCheck, ti: Any, timeout: Any) -> tuple[str, str]:
+def question(
+    campaign: Campaign, check: GateCheck, ti: Any, timeout: Any, terms: ApprovalTerms
+) -> tuple[str, str]:
     """The question's subject and Markdown body: the figures a person needs to say yes or no."""
     simulation, gate, message = check.simulation, check.gate, campaign.message
     cost, credits = simulation["cost"], simulation["credits"]
@@ -400,15 +447,14 @@ def question(campaign: Campaign, check: GateCheck, ti: Any, timeout: Any) -> tup
         f"**Text**\n\n{_fenced(message.text)}\n\n{_links(message)}"
         f"**{SEND}** sends this campaign at no more than {cost:,} credits: it is simulated again just before "
         "it goes out, and not sent if it costs more, if a gate refuses that did not refuse here, or if a "
-        f"refused figure got worse. **{DO_NOT_SEND}** skips the task: nothing is sent."
+        f"refused figure got worse. **{DO_NOT_SEND}** skips the task: nothing is sent.\n\n{terms.line()}"
     )
     return subject, body
 
 
-def _quiet(notifier: Callable[[Context], Any], log: Logger) -> Callable[[Context], None]:
-    """``notifier``, called with a copy of the context; a failure is logged and the question stands."""
-
-    def call(context: Context) -> None:
+def _notify(notifiers: Sequence[Callable[[Context], Any]], context: dict[str, Any], log: Logger) -> None:
+    """Call each notifier with a copy of ``context``; a failure is logged and the question stands."""
+    for notifier in notifiers:
         try:
             notifier(dict(context))  # type: ignore[arg-type]
         except Exception as exc:
@@ -418,8 +464,6 @@ def _quiet(notifier: Callable[[Context], Any], log: Logger) -> Callable[[Context
                 exc,
             )
 
-    return call
-
 
 def _duration(span: dt.timedelta) -> str:
     """``span`` as a person says it: ``24 h``, ``1 h 30 min``, ``20 s``."""
@@ -428,10 +472,6 @@ def _duration(span: dt.timedelta) -> str:
     return " ".join(
         f"{value} {unit}" for value, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if value
     )
-
-
-def _iso(moment: object) -> str:
-    return moment.isoformat() if hasattr(moment, "isoformat") else str(moment)
 
 
 def _cell(text: str) -> str:

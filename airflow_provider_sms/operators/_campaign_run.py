@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_sms._task_arguments import OnCostExceeded, OnDuplicate
     from airflow_provider_sms.models import CampaignResult
-    from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard
+    from airflow_provider_sms.operators._approval import ApprovalRecord
+    from airflow_provider_sms.operators._send_guard import SendGuard
     from airflow_provider_sms.send_window import Logger
 
 # Answers that another attempt would get again (bad token, bad body, bad delay, unknown list, bad
@@ -83,10 +84,9 @@ def task_failure(exc: Exception) -> Exception:
 class ApprovalToAsk(Exception):
     """A gate refuses and no approval covers it: the question is asked once the claim is released."""
 
-    def __init__(self, check: GateCheck, approval: ApprovalRecord | None) -> None:
+    def __init__(self, check: GateCheck) -> None:
         super().__init__(check.text)
         self.check = check
-        self.approval = approval
 
 
 @dataclass(frozen=True)
@@ -117,10 +117,19 @@ class CampaignSend:
     :param guard: the task instance's send guard (what its earlier attempts sent).
     :param context: the task's context (the question and the record use its task instance).
     :param log: the task's logger.
+    :param approval: the answer "Send" that resumed this try (``on_cost_exceeded="ask"``), if any.
     """
 
-    def __init__(self, order: SendOrder, guard: SendGuard, context: Context, log: Logger) -> None:
+    def __init__(
+        self,
+        order: SendOrder,
+        guard: SendGuard,
+        context: Context,
+        log: Logger,
+        approval: ApprovalRecord | None = None,
+    ) -> None:
         self.order = order
+        self.approval = approval
         self.guard = guard
         self.context = context
         self.log = log
@@ -149,7 +158,7 @@ class CampaignSend:
                 result = self.claimed_send(campaign, digest, sent, on_duplicate)
             except ApprovalToAsk as need:
                 # Asked once the claim is released: another run is not refused while people decide.
-                ask(order.approval, self.context, campaign, need.check, need.approval, guard, log)
+                ask(order.approval, self.context, campaign, need.check, log)
             return result
         finally:
             self.recorded = push_record(
@@ -175,15 +184,9 @@ class CampaignSend:
             simulation = gate = None
             # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
             if len(sent) < campaign.plan.batches and any(value is not None for value in order.gates.values()):
-                # An approval grants a send: verified before any request, or the send fails closed.
-                approval = (
-                    guard.trusted_approval(campaign.hook.settings.token)
-                    if order.on_cost_exceeded == "ask"
-                    else None
-                )
                 simulation = simulate_all(campaign, log, sent)
                 check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
-                gate = self.gate_or_ask(check, campaign, digest, approval)
+                gate = self.gate_or_ask(check, campaign, digest)
             results = send_batches(campaign, guard, sent, log)
             claim.sent([batch.ticket for batch in results if batch.ticket is not None])
             result = {
@@ -196,9 +199,7 @@ class CampaignSend:
                 result["already_sent"] = already.as_dict()
         return result
 
-    def gate_or_ask(
-        self, check: GateCheck, campaign: Campaign, digest: str, approval: ApprovalRecord | None
-    ) -> dict[str, Any]:
+    def gate_or_ask(self, check: GateCheck, campaign: Campaign, digest: str) -> dict[str, Any]:
         """The gate's decision when the gates pass, or an approval covers what they refuse; else ask,
         skip or fail, as ``on_cost_exceeded`` says.
 
@@ -212,10 +213,10 @@ class CampaignSend:
             )
             return check.gate
         if self.order.on_cost_exceeded == "ask":
-            approved = approved_gate(check, approval, digest, self.log)
+            approved = approved_gate(check, self.approval, digest, self.log)
             if approved is not None:
                 return approved
-            raise ApprovalToAsk(check, approval)
+            raise ApprovalToAsk(check)
         if self.order.on_cost_exceeded == "skip":
             self.log.warning("%s; skipping (on_cost_exceeded='skip')", check.text)
             raise AirflowSkipException(check.text)

@@ -16,28 +16,17 @@ To send a campaign again on purpose, delete the Variable (``airflow variables de
 only a batch recorded ``sending`` after checking it did not go out, set ``allow_resend=True`` or
 remove that batch's entry from the Variable.
 
-With ``on_cost_exceeded="ask"``, the guard also keeps the approval (``approval``): the figures a person
-was asked about and the gates that refused (``asked``), then, once they answered "Send", who and when
-(``approved``). A retry of an approved campaign sends without asking again, if the campaign is the same
-and no gate refuses more than the question showed.
-
-An approval grants the right to send, so it is signed: the task writes it with a key derived from the
-connection's access token (:mod:`airflow_provider_sms.token_keys`, purpose ``APPROVAL``), over the
-record and the task instance (dag_id, task_id, run_id, map_index). Whoever may edit Variables, or
-another DAG's task, can change the record but not sign it, and a signed record copied from another task
-instance's guard does not verify here. An approval that does not verify refuses the send before any
-request (:meth:`SendGuard.trusted_approval`). The batches need no signature: a record there can only
-stop a send.
+A record in the guard can only stop a send, so it is trusted as read: nothing in it grants one. (An
+approval is Airflow's own record of the answer: see :mod:`._approval`.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, Variable
@@ -45,7 +34,6 @@ from pydantic import ValidationError
 
 from airflow_provider_sms.models import CampaignResult
 from airflow_provider_sms.operators._variable_records import RECORD_STATES, RecordState, record_from
-from airflow_provider_sms.token_keys import APPROVAL, sign_for_task, signed_by_task
 
 PREFIX = "sms_send_guard"
 # The Variable key column holds 250 characters.
@@ -58,16 +46,9 @@ GUARD_FORMAT = (
     'each batch under its 0-based index as a string: {"state": "sending" or "sent", "fingerprint": ..., '
     '"started": ..., "result": {...}, "note": ...}. state "sending" means the batch may have been sent (it '
     'is not sent again unless allow_resend=True); "sent" needs its "result" with at least "status": 1, '
-    '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). An optional '
-    '"approval" object holds state "asked" or "approved", "cost", "credits_after", "filtered_ratio", '
-    '"fingerprint", "refusals", "refused", "asked_at", "by", "at" and the "signature" the task wrote: an '
-    "approval edited by hand cannot be verified and refuses the send. To send the whole campaign again, "
-    "delete the Variable"
+    '"message", "ticket", "cost", "credits", "total" and "sent" (it is never sent again). To send the whole '
+    "campaign again, delete the Variable"
 )
-ApprovalState = Literal["asked", "approved"]
-APPROVAL_STATES: tuple[str, ...] = ("asked", "approved")
-# The gates a question shows, and so the ones an approval may cover.
-GATE_NAMES: tuple[str, ...] = ("max_cost", "max_filtered_ratio", "min_credits_after")
 
 
 @dataclass
@@ -96,35 +77,6 @@ class BatchRecord:
         return CampaignResult.model_validate(self.result)
 
 
-@dataclass
-class ApprovalRecord:
-    """What a person was asked about a campaign a gate refused, and their "Send" once given.
-
-    :param state: ``asked`` (the question Airflow shows for this task instance) or ``approved``.
-    :param cost: the simulated cost the question showed: what "Send" approves, at most.
-    :param fingerprint: the campaign's content digest (message and recipients; not the delay).
-    :param refusals: what the gates refused, as the question said it.
-    :param asked_at: when the question was first asked (ISO 8601).
-    :param refused: the gates that refused in the question (names among :data:`GATE_NAMES`): the
-        only ones "Send" covers.
-    :param credits_after: the credits left after the campaign, as the question showed them.
-    :param filtered_ratio: the share of numbers filtered, as the question showed it (0 to 1).
-    :param by: who answered "Send" (the Airflow user's name); None until then.
-    :param at: when they answered (ISO 8601).
-    """
-
-    state: ApprovalState
-    cost: float
-    fingerprint: str
-    refusals: list[str]
-    asked_at: str
-    refused: list[str]
-    credits_after: float
-    filtered_ratio: float
-    by: str | None = None
-    at: str | None = None
-
-
 def guard_key(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
     """The Variable key of a task instance's guard (see the module docstring)."""
     identity = f"{dag_id}:{task_id}:{run_id}:{map_index}"
@@ -148,9 +100,6 @@ class SendGuard:
         self.key = key
         self.identity = identity
         self._batches: dict[int, BatchRecord] = {}
-        # As read: not trusted until trusted_approval() verified its signature.
-        self.approval: ApprovalRecord | None = None
-        self._approval_signature: str | None = None
 
     @classmethod
     def for_task_instance(cls, ti: Any) -> SendGuard:
@@ -172,7 +121,6 @@ class SendGuard:
         try:
             document = json.loads(raw) if raw else {}
             self._batches = _batches(document)
-            self.approval, self._approval_signature = _approval(document)
         except (ValueError, TypeError, ValidationError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AirflowFailException(
@@ -208,42 +156,11 @@ class SendGuard:
         self._batches.pop(index, None)
         self._save()
 
-    def keep_approval(self, approval: ApprovalRecord, token: str) -> None:
-        """Record the question asked, or the approval given (``approval.state``), signed for this task
-        instance.
-
-        :param token: the access token of the campaign's connection (its approval key signs).
-        """
-        self.approval = approval
-        self._approval_signature = sign_for_task(token, APPROVAL, vars(approval), self.identity)
-        self._save()
-
-    def trusted_approval(self, token: str) -> ApprovalRecord | None:
-        """The approval record, once verified as this task instance wrote it; None when there is none.
-
-        :param token: the access token of the campaign's connection.
-        :raises AirflowFailException: the record does not verify (edited, unsigned, copied from another
-            task instance, or signed under another token): the send fails closed. The message does not
-            repeat the record's claims (who approved, at what cost).
-        """
-        if self.approval is None:
-            return None
-        if signed_by_task(token, APPROVAL, vars(self.approval), self.identity, self._approval_signature):
-            return self.approval
-        raise AirflowFailException(
-            f"Not sending: the approval in Airflow Variable {self.key!r} cannot be verified (edited, or "
-            "written by someone other than this task instance; a change of the connection's access token "
-            "since it was written has the same effect). An approval counts only as this task wrote it from "
-            "Airflow's record of the answer. Trigger a new DAG run to ask again (not retried)."
-        )
-
     def _save(self) -> None:
         document: dict[str, Any] = {
             **self.identity,
             "batches": {str(index): vars(record) for index, record in sorted(self._batches.items())},
         }
-        if self.approval is not None:
-            document["approval"] = {**vars(self.approval), "signature": self._approval_signature}
         Variable.set(
             self.key,
             json.dumps(document, separators=(",", ":")),
@@ -269,43 +186,3 @@ def _batches(document: object) -> dict[int, BatchRecord]:
             batch.campaign_result()
         batches[int(index)] = batch
     return batches
-
-
-def _approval(document: dict[str, Any]) -> tuple[ApprovalRecord | None, str | None]:
-    """The guard's approval record, checked (ValueError names what is wrong), and its signature."""
-    raw = document.get("approval")
-    if raw is None:
-        return None, None
-    if not isinstance(raw, dict):
-        raise ValueError("approval is not an object")
-    fields = dict(raw)
-    signature = fields.pop("signature", None)
-    if signature is not None and not isinstance(signature, str):
-        raise ValueError("approval: its signature is a string")
-    return approval_from(fields), signature
-
-
-def approval_from(raw: object) -> ApprovalRecord:
-    """``raw`` (decoded JSON, without a signature) as an approval record, each field checked.
-
-    :raises ValueError: names the field that is missing or wrong.
-    """
-    approval = record_from(ApprovalRecord, raw, "approval", APPROVAL_STATES)
-    if not _finite(approval.cost) or approval.cost < 0:
-        raise ValueError("approval: its cost is a number of credits")
-    if not _finite(approval.credits_after):
-        raise ValueError("approval: its credits_after is a number of credits")
-    if not _finite(approval.filtered_ratio) or not 0 <= approval.filtered_ratio <= 1:
-        raise ValueError("approval: its filtered_ratio is a share between 0 and 1")
-    if not isinstance(approval.refused, list) or not all(name in GATE_NAMES for name in approval.refused):
-        raise ValueError(f"approval: refused lists gates among {', '.join(GATE_NAMES)}")
-    if not isinstance(approval.fingerprint, str) or not approval.fingerprint:
-        raise ValueError("approval: no fingerprint")
-    if approval.state == "approved" and not approval.at:
-        raise ValueError("approval: state 'approved' without when ('at')")
-    return approval
-
-
-def _finite(value: object) -> bool:
-    """Whether ``value`` is a finite JSON number (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

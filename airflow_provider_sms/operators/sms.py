@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     )
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import Message
-    from airflow_provider_sms.operators._approval import ApprovalSpec
+    from airflow_provider_sms.operators._approval import ApprovalRecord, ApprovalSpec
     from airflow_provider_sms.operators._campaign import Campaign
     from airflow_provider_sms.operators._send_guard import SendGuard
 
@@ -375,16 +375,16 @@ class SmsSendBaseOperator(SmsBaseOperator):
         from airflow_provider_sms.operators._approval import take_answer
         from airflow_provider_sms.operators._send_guard import SendGuard
 
-        guard = SendGuard.for_task_instance(context["ti"])
         approved = take_answer(
             self.approval_spec(), context, event, asked, push_xcom=self.do_xcom_push, log=self.log
         )
-        # "Send" grants the send: kept in the guard, signed with the connection's token.
-        guard.keep_approval(approved, self.hook.settings.token)
-        result = self.send(context, guard)
+        # "Send" grants this try's send only: a retry or a clear asks again.
+        result = self.send(context, SendGuard.for_task_instance(context["ti"]), approved)
         return self.finish(context, result)
 
-    def send(self, context: Context, guard: SendGuard) -> dict[str, Any]:
+    def send(
+        self, context: Context, guard: SendGuard, approval: ApprovalRecord | None = None
+    ) -> dict[str, Any]:
         """Check the rendered arguments, prepare the campaign, then send it under ``guard``
         (:meth:`~._campaign_run.CampaignSend.run`: duplicate check, gates or approval, batches,
         record)."""
@@ -407,7 +407,7 @@ class SmsSendBaseOperator(SmsBaseOperator):
             allow_resend=self.allow_resend,
             approval=self.approval_spec(),
         )
-        campaign_send = CampaignSend(order, guard, context, self.log)
+        campaign_send = CampaignSend(order, guard, context, self.log, approval)
         try:
             return campaign_send.run(self.prepare_campaign())
         finally:

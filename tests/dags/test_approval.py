@@ -78,6 +78,9 @@ def test_send_sends_the_approved_campaign_once_and_texts_the_approver(
     assert approvals.answer(question, "alice", "Send").status_code == 200
     assert approvals.answer(question, "alice", "Do not send").status_code == 409
     output = approvals.finish(process)
+    # Asked as Airflow's HITL API intends: no other operator's execute() run inside the send.
+    assert "cannot be called outside of the Task Runner" not in output
+    assert body.rstrip().rsplit("\n", 1)[-1].startswith('What "Send" approves, checked again just before')
 
     assert approvals.send_task() == ("success", 1), output[-6000:]
     sent = campaigns(sms_sandbox)
@@ -120,9 +123,11 @@ def test_a_price_raised_after_the_answer_is_not_paid(sms_sandbox: Any, approvals
     assert "it now costs 12 credits, more than the 6 approved" in output
 
 
-def test_a_retry_after_an_approved_batch_neither_asks_again_nor_sends_it_twice(
+def test_a_retry_after_an_approved_batch_asks_again_and_does_not_send_it_twice(
     sms_sandbox: Any, approvals: Approvals
 ) -> None:
+    """An answer counts for the try it resumes: the retry asks again (Airflow shows the first question),
+    and sends only the batch the first try could not."""
     process = approvals.start(sms_sandbox)
     question = approvals.question(process)
 
@@ -134,13 +139,18 @@ def test_a_retry_after_an_approved_batch_neither_asks_again_nor_sends_it_twice(
     while sms_sandbox.inspect.requests().get("/send", 0) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)  # the approver's SMS, batch 1, then batch 2 refused
     sms_sandbox.inspect.set_credits(10_000)
+    again = approvals.question(process)  # the retry, 20 s later, asks again
+    assert again["subject"] == question["subject"]
+    assert approvals.send_task()[1] == 2
+    assert len(campaigns(sms_sandbox)) == 1  # batch 1 only, until the new answer
+    assert approvals.answer(again, "alice", "Send").status_code == 200
     output = approvals.finish(process)
 
     assert approvals.send_task() == ("success", 2), output[-6000:]
     sent = campaigns(sms_sandbox)
     assert len(sent) == 2
     assert sorted(n for c in sent for n in c["sent_to"]) == sorted(f"3361200020{i}" for i in range(1, 7))
-    assert output.count("Asking in Airflow's Required actions") == 1
+    assert output.count("Asking in Airflow's Required actions") == 2
     assert "Batch 1/2 was already sent by an earlier attempt" in output
 
 
@@ -170,7 +180,12 @@ def test_credits_that_fell_under_min_credits_after_while_the_question_waited_are
 FORGED_RUN_DATE = "2026-02-01T00:00:00+00:00"
 
 
-def test_an_approval_a_variable_editor_wrote_sends_nothing(sms_sandbox: Any, approvals: Approvals) -> None:
+def test_an_approval_a_variable_editor_wrote_is_ignored_and_a_cleared_task_asks_again(
+    sms_sandbox: Any, approvals: Approvals
+) -> None:
+    """The issue's forgery, by oscar (Op: he may edit Variables) where the send guard used to keep
+    approvals: "approved by alice, 1,000 credits". An approval is only Airflow's record of an answer:
+    the cleared task asks again, and nothing goes out until someone answers."""
     process = approvals.start(sms_sandbox, run_at=FORGED_RUN_DATE)
     question = approvals.question(process)
     assert approvals.answer(question, "alice", "Do not send").status_code == 200
@@ -178,23 +193,25 @@ def test_an_approval_a_variable_editor_wrote_sends_nothing(sms_sandbox: Any, app
     assert approvals.send_task()[0] == "skipped", output[-6000:]
     run_id = approvals.run_id()
     key = guard_key(DAG_ID, "send", run_id, -1)
+    forged = {
+        "dag_id": DAG_ID,
+        "task_id": "send",
+        "run_id": run_id,
+        "map_index": -1,
+        "batches": {},
+        "approval": {"state": "approved", "by": "alice", "at": pendulum.now("UTC").isoformat(), "cost": 1000},
+    }
+    # Airflow lets oscar write it.
+    assert approvals.create_variable("oscar", key, json.dumps(forged)).status_code == 201
 
-    def approved_by_alice(value: str) -> str:
-        guard = json.loads(value)
-        at = pendulum.now("UTC").isoformat()
-        guard["approval"].update(state="approved", by="alice", at=at, cost=1000)
-        return json.dumps(guard)
-
-    # oscar (Op) may edit Variables, as the issue's reviewer did: Airflow accepts the edit.
-    assert approvals.edit_variable("oscar", key, approved_by_alice).status_code == 200
-    simulations = sms_sandbox.inspect.requests().get("/send/simulate", 0)
     process = approvals.start(sms_sandbox, run_at=FORGED_RUN_DATE)  # cleared, run again
-    output = approvals.finish(process)
+    again = approvals.question(process)
 
     assert approvals.run_id() == run_id  # the same task instance
-    assert approvals.send_task() == ("failed", 1), output[-6000:]  # not retried
+    assert again["subject"] == question["subject"]  # Airflow shows the first question again
     assert campaigns(sms_sandbox) == []
-    assert sms_sandbox.inspect.requests().get("/send/simulate", 0) == simulations  # no request at all
-    assert f"the approval in Airflow Variable {key!r} cannot be verified (edited, or written by" in output
-    assert "Trigger a new DAG run to ask again" in output
-    assert "alice" not in output
+    assert approvals.answer(again, "alice", "Do not send").status_code == 200
+    output = approvals.finish(process)
+    assert approvals.send_task()[0] == "skipped", output[-6000:]
+    assert campaigns(sms_sandbox) == []
+    assert "Approved:" not in output

@@ -9,6 +9,9 @@ to the triggerer on 3.1 and 3.2. The answer resumes it on whichever worker is up
   the answer "Send" resumes it on the new worker and the campaign goes out once.
 - Nobody answers the 20-second question: the default "Do not send" is taken (Airflow 3.3: the
   scheduler's timeout sweep, every 15 s), the task is skipped and nothing is sent.
+- A task of another DAG reads the connection, writes an approval "by alice" into a Variable and tries
+  to answer "Send" in the waiting task's record: Airflow refuses the record's write, the send keeps
+  waiting, and once cleared it asks again: nothing goes out on the forgery.
 
 The deployment's own API server lets anyone in as an admin (``simple_auth_manager_all_admins``), where
 ``approvers`` does not apply: alice answers on a second API server of the same deployment whose simple
@@ -176,3 +179,47 @@ def test_no_answer_in_time_skips_the_task_and_sends_nothing(
     log = api.log(TIMEOUT_DAG_ID, run_id, "send", ti["try_number"])
     assert "Not sent: no answer within 20 s of the question asked at" in log
     assert "the default 'Do not send' was taken" in log
+
+
+FORGER_DAG_ID = "deployment_forge_approval"
+
+
+def test_another_dags_task_cannot_approve_and_a_cleared_send_asks_again(
+    api: AirflowApi, sandbox: InspectionClient, answers: HitlAnswerer
+) -> None:
+    api.unpause(DAG_ID)
+    api.unpause(FORGER_DAG_ID)
+    run_id = api.trigger(DAG_ID)
+    question = open_question(api, DAG_ID, run_id)
+    send = api.task_instances(DAG_ID, run_id)["send"]
+
+    forger_run = api.trigger(FORGER_DAG_ID, conf={"dag_id": DAG_ID, "run_id": run_id, "ti_id": send["id"]})
+    api.wait_run(FORGER_DAG_ID, forger_run, timeout=RUN_TIMEOUT)
+    forged = api.xcom(FORGER_DAG_ID, forger_run, "forge")
+    assert forged["token_read"] is True  # any task reads any connection
+    assert forged["hitl"].startswith("refused"), forged  # the record is the task instance's own
+    # The question is still open, the send still waits, nothing went out.
+    assert open_question(api, DAG_ID, run_id)["task_instance"]["task_id"] == "send"
+    assert sandbox.campaigns() == []
+
+    assert answers.answer(question, APPROVER, "Do not send").status_code == 200
+    api.wait_run(DAG_ID, run_id, timeout=RUN_TIMEOUT)
+    assert api.task_instances(DAG_ID, run_id)["send"]["state"] == "skipped"
+
+    # Cleared, the same task instance reads its guard (where the forged approval is) and asks again.
+    api.call(
+        "POST",
+        f"/dags/{DAG_ID}/clearTaskInstances",
+        json={"dry_run": False, "task_ids": ["send"], "dag_run_id": run_id, "reset_dag_runs": True},
+    )
+    again = open_question(api, DAG_ID, run_id)
+    assert again["subject"] == question["subject"]
+    assert sandbox.campaigns() == []
+    assert answers.answer(again, APPROVER, "Do not send").status_code == 200
+    api.wait_run(DAG_ID, run_id, timeout=RUN_TIMEOUT)
+    ti = api.task_instances(DAG_ID, run_id)["send"]
+    assert ti["state"] == "skipped"
+    assert sandbox.campaigns() == []
+    log = api.log(DAG_ID, run_id, "send", ti["try_number"])
+    assert "Asking in Airflow's Required actions" in log
+    assert "Approved:" not in log

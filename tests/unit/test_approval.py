@@ -1,5 +1,5 @@
 """on_cost_exceeded="ask" with requests-mock: the question written, the answer read, the checks before
-the send. Airflow's human-in-the-loop request is captured where HITLOperator writes it; the whole flow
+the send. Airflow's human-in-the-loop records are kept in memory (:class:`HitlRecords`); the whole flow
 on real Airflow is in tests/dags/test_approval.py and the deployment suite."""
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSki
 from airflow_provider_sms import _compat
 from airflow_provider_sms._task_arguments import check_approvers, check_on_cost_exceeded
 from airflow_provider_sms.exceptions import SmsTransportError, SmsValidationError
-from airflow_provider_sms.operators._send_guard import ApprovalRecord, SendGuard, guard_key
+from airflow_provider_sms.operators import _approval
+from airflow_provider_sms.operators._approval import TERMS_LABEL, ApprovalTerms
+from airflow_provider_sms.operators._send_guard import guard_key
 from airflow_provider_sms.operators.sms import SmsSendListsOperator, SmsSendOperator
 from tests.task_instance import FakeTaskInstance
 from tests.unit.test_operators import NUMBERS, Service, calls, guard_of
 
-from .conftest import BASE_URL, TOKEN, connection_json
+from .conftest import BASE_URL, connection_json
 
 HITL = _compat.airflow_3_1_or_later()
 needs_hitl = pytest.mark.skipif(not HITL, reason="human-in-the-loop needs Airflow 3.1+")
@@ -35,14 +37,31 @@ def variables(monkeypatch: pytest.MonkeyPatch, memory_variables: dict[str, str])
     return memory_variables
 
 
-@pytest.fixture
-def written(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The human-in-the-loop requests HITLOperator writes (to Airflow's API server, on a worker)."""
-    from airflow.providers.standard.operators import hitl
+class HitlRecords:
+    """Airflow's human-in-the-loop records, as the execution API keeps them for each task instance: the
+    first question's subject and body."""
 
-    requests: list[dict[str, Any]] = []
-    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: requests.append(request))
-    return requests
+    def __init__(self) -> None:
+        self.written: list[dict[str, Any]] = []
+        self.kept: dict[Any, dict[str, Any]] = {}
+
+    def post(self, ti_id: Any, **request: Any) -> str | None:
+        self.written.append(request)
+        return str(self.kept.setdefault(ti_id, request)["body"])
+
+
+@pytest.fixture
+def hitl(monkeypatch: pytest.MonkeyPatch) -> HitlRecords:
+    """Airflow's human-in-the-loop records (the API server's, on a worker)."""
+    records = HitlRecords()
+    monkeypatch.setattr(_approval, "post_question", records.post)
+    return records
+
+
+@pytest.fixture
+def written(hitl: HitlRecords) -> list[dict[str, Any]]:
+    """The questions written into Airflow's human-in-the-loop records."""
+    return hitl.written
 
 
 def context() -> dict[str, Any]:
@@ -51,7 +70,7 @@ def context() -> dict[str, Any]:
 
 
 def wait_kinds() -> tuple[type[BaseException], ...]:
-    """What HITLOperator raises to park the task: TaskAwaitingInput (3.3+) or TaskDeferred (3.1, 3.2)."""
+    """What parks the task for the answer: TaskAwaitingInput (3.3+) or TaskDeferred (3.1, 3.2)."""
     from airflow.providers.common.compat.sdk import TaskDeferred
 
     try:
@@ -83,7 +102,8 @@ def asked(operator: SmsSendOperator, ctx: dict[str, Any]) -> dict[str, Any]:
 
 
 def answer(option: str, *, by: str | None = "alice", timed_out: bool = False) -> dict[str, Any]:
-    """The event Airflow resumes the task with."""
+    """The event Airflow resumes the task with once ``by`` answered ``option`` (None: nobody, as the
+    timeout default or an answer written through the execution API has it)."""
     user = {"id": by, "name": by} if by else None
     return {
         "chosen_options": [option],
@@ -185,11 +205,14 @@ def test_a_refused_gate_asks_with_the_figures_and_sends_nothing(
     assert "```\nSpring sale\n```" in body
     assert calls(requests_mock, "/send/simulate") == 1
     assert calls(requests_mock, "/send") == 0
-    assert carried["approval"]["state"] == "asked"
-    assert carried["approval"]["cost"] == 6
+    assert carried["terms"]["cost"] == 6
+    assert carried["terms"]["refused"] == ["max_cost"]
     assert carried["gate"]["refusals"] == ["cost 6 credits is over max_cost 5"]
     assert carried["simulation"]["cost"] == 6
-    assert json.loads(guard_of(variables))["approval"]["state"] == "asked"
+    # What "Send" approves ends the body the approver reads, as Airflow carries it to the answer.
+    assert body.rstrip().rsplit("\n", 1)[-1].startswith(TERMS_LABEL)
+    assert ApprovalTerms.in_body(body) == ApprovalTerms.model_validate(carried["terms"])
+    assert "sms_send_guard:" not in "".join(variables)  # nothing was sent: no guard
 
 
 @needs_hitl
@@ -314,7 +337,7 @@ def resume(operator: SmsSendOperator, event: dict[str, Any], carried: dict[str, 
 
 @needs_hitl
 def test_send_sends_the_approved_campaign_and_records_who_and_when(
-    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str]
+    requests_mock: Any, hitl: HitlRecords, variables: dict[str, str]
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
@@ -324,50 +347,39 @@ def test_send_sends_the_approved_campaign_and_records_who_and_when(
     assert len(service.sent_bodies) == 1
     assert result["gate"]["approval"] == {"choice": "Send", "by": "alice", "at": WHEN.isoformat(), "cost": 6}
     assert result["gate"]["passed"] is False
-    guard = json.loads(guard_of(variables))
-    assert guard["approval"]["state"] == "approved"
-    assert guard["approval"]["by"] == "alice"
+    assert "approval" not in json.loads(guard_of(variables))  # an approval is Airflow's record only
 
 
 @needs_hitl
 @pytest.mark.parametrize(
-    ("event", "said"),
+    ("by", "said"),
     [
-        (answer("Do not send"), "alice answered 'Do not send'"),
-        (answer("Do not send", by=None, timed_out=True), "no answer within 24 h of the question asked at"),
+        ("alice", "alice answered 'Do not send'"),
+        (None, "no answer within 24 h of the question asked at"),
     ],
+    ids=["Do not send", "no answer in time"],
 )
 def test_do_not_send_or_no_answer_skips_and_sends_nothing(
-    requests_mock: Any, written: list[dict[str, Any]], event: dict[str, Any], said: str
+    requests_mock: Any, hitl: HitlRecords, by: str | None, said: str
 ) -> None:
     Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
     ctx = context()
 
     with pytest.raises(AirflowSkipException, match=re.escape(said)):
-        ask_operator().execute_complete(ctx, event, asked=carried)
+        ask_operator().execute_complete(
+            ctx, answer("Do not send", by=by, timed_out=by is None), asked=carried
+        )
 
     assert calls(requests_mock, "/send") == 0
     approval = ctx["ti"].xcoms["return_value"]["gate"]["approval"]
     assert approval["choice"] == "Do not send"
-    assert approval["timed_out"] is event["timedout"]
-
-
-@needs_hitl
-def test_an_answer_outside_the_options_is_refused_by_airflows_check(
-    requests_mock: Any, written: list[dict[str, Any]]
-) -> None:
-    Service(cost_per_number=2).mount(requests_mock)
-    carried = asked(ask_operator(), context())
-
-    with pytest.raises(ValueError, match="not in"):
-        resume(ask_operator(), answer("Maybe"), carried)
-    assert calls(requests_mock, "/send") == 0
+    assert approval["timed_out"] is (by is None)
 
 
 @needs_hitl
 def test_a_price_risen_since_the_answer_fails_naming_both_costs(
-    requests_mock: Any, written: list[dict[str, Any]]
+    requests_mock: Any, hitl: HitlRecords
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
@@ -379,73 +391,73 @@ def test_a_price_risen_since_the_answer_fails_naming_both_costs(
 
 
 @needs_hitl
-def test_a_campaign_changed_since_the_answer_is_not_sent(
-    requests_mock: Any, written: list[dict[str, Any]]
-) -> None:
+def test_a_campaign_changed_since_the_answer_is_not_sent(requests_mock: Any, hitl: HitlRecords) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
 
-    with pytest.raises(AirflowFailException, match="its message or recipients changed since"):
+    with pytest.raises(AirflowFailException, match="its message or recipients changed since the question"):
         resume(ask_operator(message="Spring sale, now 30 % off"), answer("Send"), carried)
     assert service.sent_bodies == []
 
 
 @needs_hitl
-def test_a_retry_of_an_approved_campaign_sends_without_asking_again(
-    requests_mock: Any, written: list[dict[str, Any]]
+def test_a_retry_after_an_approved_try_asks_again_with_the_first_questions_terms(
+    requests_mock: Any, hitl: HitlRecords
 ) -> None:
     Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
     requests_mock.post(f"{BASE_URL}/send", status_code=429, headers={"Retry-After": "0"})
     with pytest.raises(SmsTransportError):  # nothing sent: left to Airflow's retries
         resume(ask_operator(), answer("Send"), carried)
-    Service(cost_per_number=2).mount(requests_mock)
+    service = Service(cost_per_number=2).mount(requests_mock)
 
-    result = ask_operator().execute(context())  # the retry: a new try, no answer in hand
+    again = asked(ask_operator(), context())  # the retry: a new try, no answer in hand
 
-    assert len(written) == 1
-    assert result["gate"]["approval"]["by"] == "alice"
+    assert len(hitl.written) == 2
+    assert again["terms"] == carried["terms"]
+    assert service.sent_bodies == []
 
 
 @needs_hitl
 def test_asking_again_after_a_dearer_question_of_an_earlier_try_fails(
-    requests_mock: Any, written: list[dict[str, Any]]
+    requests_mock: Any, hitl: HitlRecords
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
-    asked(ask_operator(), context())  # try 1 asks about 6 credits; "Do not send"; cleared
+    first = asked(ask_operator(), context())  # try 1 asks about 6 credits; "Do not send"; cleared
     service.cost_per_number = 3
 
-    with pytest.raises(AirflowFailException, match=r"already asked, at .* about this campaign at 6 credits"):
+    with pytest.raises(
+        AirflowFailException,
+        match=re.escape(
+            f"This task instance already asked, at {first['terms']['asked_at']}, and Airflow shows a task "
+            'instance\'s first question again; "Send" there would not cover this campaign: it now costs 9 '
+            "credits, more than the 6 approved. Not asked, not sent."
+        ),
+    ):
         ask_operator().execute(context())
-    assert len(written) == 1
+    assert service.sent_bodies == []
 
 
 @needs_hitl
-def test_asking_again_at_the_same_cost_carries_the_first_questions_figures(
-    requests_mock: Any, written: list[dict[str, Any]]
+def test_asking_again_at_the_same_cost_carries_the_first_questions_terms(
+    requests_mock: Any, hitl: HitlRecords
 ) -> None:
     Service(cost_per_number=2).mount(requests_mock)
     first = asked(ask_operator(), context())
     second = asked(ask_operator(), context())
 
-    assert second["approval"]["asked_at"] == first["approval"]["asked_at"]
-    assert second["approval"]["cost"] == 6
+    assert second["terms"]["asked_at"] == first["terms"]["asked_at"]
+    assert second["terms"]["cost"] == 6
 
 
 @needs_hitl
-def test_an_unreadable_approval_in_the_guard_fails_closed(
-    requests_mock: Any, variables: dict[str, str], written: list[dict[str, Any]]
-) -> None:
-    Service(cost_per_number=2).mount(requests_mock)
-    asked(ask_operator(), context())
-    (key,) = [key for key in variables if key.startswith("sms_send_guard:")]
-    document = json.loads(variables[key])
-    document["approval"]["state"] = "approved"  # by hand, without who or when
-    variables[key] = json.dumps(document)
+def test_a_kept_question_without_terms_fails_closed(requests_mock: Any, hitl: HitlRecords) -> None:
+    service = Service(cost_per_number=2).mount(requests_mock)
+    hitl.kept[FakeTaskInstance().id] = {"body": "Send 6 credits? (a question no send wrote)"}
 
-    with pytest.raises(AirflowFailException, match="approval: state 'approved' without when"):
+    with pytest.raises(AirflowFailException, match="states no terms this send can read"):
         ask_operator().execute(context())
-    assert calls(requests_mock, "/send") == 0
+    assert service.sent_bodies == []
 
 
 # ------------------------------------------------------------------- what an approval covers
@@ -472,7 +484,7 @@ def test_an_unreadable_approval_in_the_guard_fails_closed(
 )
 def test_a_gate_that_refuses_only_after_the_question_fails_the_send_naming_it_and_both_figures(
     requests_mock: Any,
-    written: list[dict[str, Any]],
+    hitl: HitlRecords,
     gates: dict[str, Any],
     change: dict[str, int],
     said: str,
@@ -488,17 +500,15 @@ def test_a_gate_that_refuses_only_after_the_question_fails_the_send_naming_it_an
     assert "approved by alice" in str(info.value)
     assert "trigger a new DAG run" in str(info.value)
     assert service.sent_bodies == []
-    assert len(written) == 1  # not asked again
+    assert len(hitl.written) == 1  # not asked again
 
 
 @needs_hitl
-def test_a_covered_gate_whose_figure_got_worse_fails_the_send(
-    requests_mock: Any, written: list[dict[str, Any]]
-) -> None:
+def test_a_covered_gate_whose_figure_got_worse_fails_the_send(requests_mock: Any, hitl: HitlRecords) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     # The question: 994 credits left after it, under min_credits_after 995 (and cost over max_cost).
     carried = asked(ask_operator(min_credits_after=995), context())
-    assert carried["approval"]["refused"] == ["max_cost", "min_credits_after"]
+    assert carried["terms"]["refused"] == ["max_cost", "min_credits_after"]
     service.credits = 999  # 5 fewer credits than the question showed, at the same cost
 
     with pytest.raises(
@@ -514,7 +524,7 @@ def test_a_covered_gate_whose_figure_got_worse_fails_the_send(
 
 @needs_hitl
 def test_a_send_covered_by_the_approval_logs_who_approved_and_at_what_figures(
-    requests_mock: Any, written: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+    requests_mock: Any, hitl: HitlRecords, capsys: pytest.CaptureFixture[str]
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(min_credits_after=995), context())
@@ -532,14 +542,16 @@ def test_a_send_covered_by_the_approval_logs_who_approved_and_at_what_figures(
 
 
 @needs_hitl
-def test_a_question_carried_by_an_earlier_version_is_not_sent(
-    requests_mock: Any, written: list[dict[str, Any]]
+def test_terms_airflow_carried_that_cannot_be_read_send_nothing(
+    requests_mock: Any, hitl: HitlRecords
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
-    del carried["approval"]["refused"]  # what an earlier version carried with its wait
+    del carried["terms"]["refused"]
 
-    with pytest.raises(AirflowFailException, match=r"the question's record .* cannot be read"):
+    with pytest.raises(
+        AirflowFailException, match=r"the terms of the question, carried by Airflow .* cannot be read"
+    ):
         resume(ask_operator(), answer("Send"), carried)
     assert service.sent_bodies == []
 
@@ -547,107 +559,132 @@ def test_a_question_carried_by_an_earlier_version_is_not_sent(
 # ----------------------------------------------------------------------- forged approvals
 
 
-def signed_guard(
-    variables: dict[str, str], approval: dict[str, Any], *, token: str = TOKEN, run_id: str = "manual__2030"
-) -> dict[str, Any]:
-    """The guard document of the run ``run_id``'s task instance holding ``approval``, signed with
-    ``token`` as the send task signs it."""
-    ti = FakeTaskInstance(run_id=run_id)
-    identity = {"dag_id": ti.dag_id, "task_id": ti.task_id, "run_id": ti.run_id, "map_index": ti.map_index}
+@needs_hitl
+def test_an_approval_written_into_the_send_guard_sends_nothing(
+    requests_mock: Any, hitl: HitlRecords, variables: dict[str, str]
+) -> None:
+    """The issue's forgery: another task (or a Variable editor) writes "approved by alice, 1,000
+    credits" where the send guard used to keep approvals. The send asks instead."""
+    service = Service(cost_per_number=2).mount(requests_mock)
+    carried = asked(ask_operator(), context())
+    ti = FakeTaskInstance()
     key = guard_key(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
-    SendGuard(key, identity).keep_approval(ApprovalRecord(**approval), token)
-    return dict(json.loads(variables.pop(key)))
+    forged = {**carried["terms"], "state": "approved", "by": "alice", "at": WHEN.isoformat(), "cost": 1000}
+    variables[key] = json.dumps({"batches": {}, "approval": forged})
 
+    again = asked(ask_operator(), context())  # the same task instance, run again: it asks
 
-def edited(document: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """``document`` with its approval's ``fields`` changed by hand, its signature kept."""
-    return {**document, "approval": {**document["approval"], **fields}}
-
-
-ALICE = {"state": "approved", "by": "alice", "at": WHEN.isoformat()}
-FORGERIES = {
-    "asked turned into approved by alice at 1000 credits (the issue's patch)": lambda variables, asked: (
-        edited(signed_guard(variables, asked), **ALICE, cost=1000)
-    ),
-    "cost raised in a signed approval": lambda variables, asked: edited(
-        signed_guard(variables, {**asked, **ALICE}), cost=1000
-    ),
-    "approver changed in a signed approval": lambda variables, asked: edited(
-        signed_guard(variables, {**asked, **ALICE, "by": "bob"}), by="alice"
-    ),
-    "unsigned": lambda variables, asked: {
-        **signed_guard(variables, asked),
-        "approval": {**asked, **ALICE},
-    },
-    "copied from another task instance's guard": lambda variables, asked: {
-        **signed_guard(variables, asked),
-        "approval": signed_guard(variables, {**asked, **ALICE}, run_id="manual__2031")["approval"],
-    },
-    "signed with another token (or before a token rotation)": lambda variables, asked: signed_guard(
-        variables, {**asked, **ALICE}, token="the-token-before-rotation"
-    ),
-}
+    assert again["terms"]["cost"] == 6
+    assert service.sent_bodies == []
 
 
 @needs_hitl
-@pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
-def test_an_approval_the_task_did_not_write_fails_closed_without_naming_its_approver(
-    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str], forge: Any
+@pytest.mark.parametrize(
+    ("by", "said"),
+    [
+        (None, "no user gave it (it was written through the execution API"),
+        ("mallory", "from mallory, who is not among the approvers (alice)"),
+    ],
+    ids=["written through the execution API", "not an approver"],
+)
+def test_send_in_airflows_record_counts_only_from_an_approver_airflow_names(
+    requests_mock: Any, hitl: HitlRecords, by: str | None, said: str
 ) -> None:
     service = Service(cost_per_number=2).mount(requests_mock)
     carried = asked(ask_operator(), context())
-    with pytest.raises(AirflowSkipException):
-        resume(ask_operator(), answer("Do not send"), carried)
-    (key,) = [key for key in variables if key.startswith("sms_send_guard:")]
-    variables[key] = json.dumps(forge(variables, carried["approval"]))
     before = len(requests_mock.request_history)
 
-    with pytest.raises(AirflowFailException) as info:
-        ask_operator().execute(context())  # the same task instance, run again
+    with pytest.raises(AirflowFailException, match=re.escape(said)) as info:
+        resume(ask_operator(), answer("Send", by=by), carried)
 
-    text = str(info.value)
-    assert f"the approval in Airflow Variable {key!r} cannot be verified (edited, or written by" in text
-    assert "Trigger a new DAG run" in text
-    assert "alice" not in text
-    assert "1000" not in text
+    assert "Trigger a new DAG run to ask again (not retried)" in str(info.value)
+    assert "alice" not in str(info.value).split("approvers")[0]
     assert len(requests_mock.request_history) == before  # not even a simulation
     assert service.sent_bodies == []
-    assert len(written) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        "",
+        "no terms",
+        f"{TERMS_LABEL}`not json`",
+        f'{TERMS_LABEL}`{{"campaign": "d", "cost": -1, "credits_after": 1, "filtered_ratio": 0, '
+        '"refused": [], "asked_at": "x"}`',
+        f'{TERMS_LABEL}`{{"campaign": "d", "cost": 1, "credits_after": 1, "filtered_ratio": 0, '
+        '"refused": ["max_everything"], "asked_at": "x"}`',
+    ],
+)
+def test_a_body_without_readable_terms_has_none(body: str | None) -> None:
+    assert ApprovalTerms.in_body(body) is None
+
+
+def test_terms_read_back_from_the_body_they_end() -> None:
+    terms = ApprovalTerms(
+        campaign="f" * 32,
+        cost=6,
+        credits_after=994.5,
+        filtered_ratio=0.25,
+        refused=("max_cost", "min_credits_after"),
+        asked_at=WHEN.isoformat(),
+    )
+    assert ApprovalTerms.in_body(f"A question.\n\n{terms.line()}\n") == terms
+
+
+# ------------------------------------------------------------------ how the task waits, and where
 
 
 @needs_hitl
-def test_the_approval_the_task_signed_still_sends_on_a_retry(
-    requests_mock: Any, written: list[dict[str, Any]], variables: dict[str, str]
+def test_on_airflow_3_1_and_3_2_the_task_defers_to_the_standard_hitl_trigger(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    service = Service(cost_per_number=2).mount(requests_mock)
-    carried = asked(ask_operator(), context())
-    (key,) = [key for key in variables if key.startswith("sms_send_guard:")]
-    variables[key] = json.dumps(signed_guard(variables, {**carried["approval"], **ALICE}))
+    import airflow.sdk.exceptions
+    from airflow.providers.common.compat.sdk import TaskDeferred
+    from airflow.providers.standard.triggers.hitl import HITLTrigger
 
-    result = ask_operator().execute(context())
+    from airflow_provider_sms.operators._airflow_question import wait_for_answer
 
-    assert result["gate"]["approval"]["by"] == "alice"
-    assert len(service.sent_bodies) == 1
+    monkeypatch.delattr(airflow.sdk.exceptions, "TaskAwaitingInput", raising=False)  # as before 3.3
+    ti_id = FakeTaskInstance().id
+    with pytest.raises(TaskDeferred) as info:
+        wait_for_answer(
+            ti_id,
+            options=["Send", "Do not send"],
+            defaults=["Do not send"],
+            timeout=dt.timedelta(hours=2),
+            kwargs={"asked": {"terms": {}}},
+        )
+
+    wait = info.value
+    assert wait.method_name == "execute_complete"
+    assert wait.kwargs == {"asked": {"terms": {}}}
+    assert isinstance(wait.trigger, HITLTrigger)
+    classpath, arguments = wait.trigger.serialize()
+    assert classpath == "airflow.providers.standard.triggers.hitl.HITLTrigger"
+    assert arguments["ti_id"] == ti_id
+    assert arguments["options"] == ["Send", "Do not send"]
+    assert arguments["defaults"] == ["Do not send"]
+    left = arguments["timeout_datetime"] - dt.datetime.now(dt.timezone.utc)
+    assert dt.timedelta(hours=1, minutes=59) < left <= dt.timedelta(hours=2)
 
 
-def test_a_guards_approval_verifies_only_for_its_task_instance_and_token(variables: dict[str, str]) -> None:
-    approval = {
-        "state": "approved",
-        "cost": 6,
-        "fingerprint": "f" * 32,
-        "refusals": ["cost 6 credits is over max_cost 5"],
-        "asked_at": WHEN.isoformat(),
-        "refused": ["max_cost"],
-        "credits_after": 994,
-        "filtered_ratio": 0.0,
-        **ALICE,
-    }
-    document = json.dumps(signed_guard(variables, approval))
-    mine, other = FakeTaskInstance(), FakeTaskInstance(run_id="manual__2031")
-    for ti in (mine, other):  # the other task instance's guard holds a copy
-        variables[guard_key(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)] = document
+@pytest.mark.parametrize(
+    ("base_url", "link"),
+    [
+        (BASE, f"{BASE}/dags/campaigns/runs/manual__2030/tasks/send/required_actions?map_index=-1"),
+        (
+            "https://example.org/airflow/",
+            "https://example.org/airflow/dags/campaigns/runs/manual__2030/tasks/send/required_actions?map_index=-1",
+        ),
+        ("", None),
+    ],
+    ids=["base URL", "behind a path prefix", "no base URL"],
+)
+def test_the_link_to_the_question_follows_the_base_url(
+    monkeypatch: pytest.MonkeyPatch, base_url: str, link: str | None
+) -> None:
+    from airflow_provider_sms.operators._airflow_question import required_actions_link
 
-    assert SendGuard.for_task_instance(mine).trusted_approval(TOKEN) == ApprovalRecord(**approval)
-    for ti, token in ((mine, "another-token"), (other, TOKEN)):
-        with pytest.raises(AirflowFailException, match="cannot be verified"):
-            SendGuard.for_task_instance(ti).trusted_approval(token)
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    assert required_actions_link(FakeTaskInstance()) == link
