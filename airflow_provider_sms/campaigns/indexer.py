@@ -104,7 +104,11 @@ class LeftOut:
 
 
 LEFT_OUT = LeftOut()
-UNSIGNED = "it is not signed with its connection's access token (pushed by another task, or changed)"
+UNSIGNED = (
+    "it is not signed with its connection's current access token: pushed by another task, changed, or "
+    "signed before the token was rotated (then the campaign was sent, but is not listed: its tickets are "
+    "in the send task's XCom)"
+)
 UNREADABLE_CONNECTION = (
     "its connection cannot be read here to verify it (no such sms connection, or no token)"
 )
@@ -124,11 +128,12 @@ class ConnectionTokens:
 
 
 def _token_of(conn_id: str) -> str | None:
-    """The access token of ``conn_id`` from Airflow's secrets backends; None when it cannot be read."""
-    from airflow.models.connection import Connection
+    """The access token of ``conn_id`` from Airflow's secrets backends (under its team, in multi-team
+    mode); None when it cannot be read."""
+    from airflow_provider_sms.delivery_reports.connections import lookup_connection
 
     try:
-        conn = Connection.get_connection_from_secrets(conn_id)
+        conn = lookup_connection(conn_id)
     except Exception as exc:  # not found, or a backend that failed: the record cannot be verified now
         log.debug("Campaigns: connection %r cannot be read: %s", conn_id, exc)
         return None

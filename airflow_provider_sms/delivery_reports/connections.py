@@ -46,15 +46,44 @@ REFUSED_NAMES_KEPT = 4096
 NOT_RECEIVING = "no delivery reports are received under this name (the API server's log says why)"
 
 
-def _lookup(conn_id: str) -> Any:
-    """The connection ``conn_id`` as the API server reads it: from Airflow's secrets backends.
+def lookup_connection(conn_id: str) -> Any:
+    """The connection ``conn_id`` as the API server reads it: from Airflow's secrets backends, under its
+    team when it has one.
+
+    In multi-team mode (Airflow 3.2 and later) Airflow finds a team's connection only when asked with
+    that team, and a connection id names one connection whatever its team: the team is read from the
+    metadata database first.
 
     :raises AirflowNotFoundException: there is no such connection.
+    :raises Refusal: 503 when the database cannot be read.
     """
     # SmsHook's own lookup is the Task SDK's: through a task's supervisor, which the API server has none of.
     from airflow.models.connection import Connection
 
-    return Connection.get_connection_from_secrets(conn_id)
+    team = _team_of(conn_id)
+    if team is None:
+        return Connection.get_connection_from_secrets(conn_id)
+    return Connection.get_connection_from_secrets(conn_id, team_name=team)
+
+
+def _team_of(conn_id: str) -> str | None:
+    """The team of the connection ``conn_id`` in the metadata database; None outside multi-team mode,
+    for a global connection, or one the database does not hold (an ``AIRFLOW_CONN_*`` variable).
+
+    :raises Refusal: 503 when the database cannot be read.
+    """
+    from airflow.configuration import conf
+    from airflow.models.connection import Connection
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if not hasattr(Connection, "get_team_name") or not conf.getboolean("core", "multi_team", fallback=False):
+        return None
+    try:
+        team: str | None = Connection.get_team_name(conn_id)
+    except SQLAlchemyError as exc:
+        log.error("Delivery reports: connections cannot be read (the metadata database): %s", exc)
+        raise connections_unreadable() from None
+    return team
 
 
 def _stored_in_database(conn_id: str) -> bool:
@@ -280,7 +309,7 @@ class Connections:
         if len(conn_id) > ID_LEN:
             return NotReceiving(f"the name is longer than a connection id can be ({ID_LEN} characters)")
         try:
-            conn = _lookup(conn_id)
+            conn = lookup_connection(conn_id)
         except AirflowNotFoundException:
             # Not found, or a backend that could not be read: only the database's own word is a 404 (a
             # report refused for an outage would not be posted again).

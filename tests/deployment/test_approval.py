@@ -210,7 +210,13 @@ def test_another_dags_task_cannot_approve_and_a_cleared_send_asks_again(
     api.call(
         "POST",
         f"/dags/{DAG_ID}/clearTaskInstances",
-        json={"dry_run": False, "task_ids": ["send"], "dag_run_id": run_id, "reset_dag_runs": True},
+        json={
+            "dry_run": False,
+            "task_ids": ["send"],
+            "dag_run_id": run_id,
+            "only_failed": False,
+            "reset_dag_runs": True,
+        },
     )
     again = open_question(api, DAG_ID, run_id)
     assert again["subject"] == question["subject"]

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,6 +123,8 @@ def run_airflow(env: Mapping[str, str], *args: str, timeout: float = MIGRATE_TIM
         [AIRFLOW, *args], env=dict(env), capture_output=True, text=True, timeout=timeout, check=False
     )
     if process.returncode != 0:
+        # The whole output beside the artifacts: a task's error is often far from the end.
+        (ARTIFACTS / "failed-airflow-command.log").write_text(plain_output(process))
         pytest.fail(f"airflow {' '.join(args)} failed:\n{plain_output(process)[-3000:]}")
     return process.stdout + process.stderr
 
@@ -164,6 +167,18 @@ class TeamAirflow:
         return run_airflow(self.env, *args, timeout=timeout)
 
 
+# Arguments: the connection id, its team, the connection as JSON.
+ADD_TEAM_CONNECTION = """
+import sys
+from airflow.models.connection import Connection
+from airflow.utils.session import create_session
+conn = Connection.from_json(sys.argv[3], conn_id=sys.argv[1])
+conn.team_name = sys.argv[2]
+with create_session() as session:
+    session.add(conn)
+"""
+
+
 @contextmanager
 def team_deployment(
     home: Path,
@@ -175,6 +190,8 @@ def team_deployment(
     send: list[str],
     log_name: str,
     dlr_statuses: tuple[int, ...],
+    team_connections: Mapping[str, str] | None = None,
+    receiving: str = "sms_default",
 ) -> Iterator[TeamAirflow]:
     """A real ``airflow api-server`` in multi-team mode on ``home`` (SQLite), with the simple auth
     manager, one DAG bundle per team, the sandbox posting delivery reports to it, and the DAGs of
@@ -185,6 +202,9 @@ def team_deployment(
     :param passwords: each user's password.
     :param log_name: the API server's log, under the artifacts (checked by the token canary).
     :param dlr_statuses: the statuses the sandbox reports, number after number.
+    :param team_connections: connections to the sandbox scoped to a team (connection id: team), stored
+        in the metadata database beside the global ``sms_default`` (an ``AIRFLOW_CONN_*`` variable).
+    :param receiving: the connection whose receiver the sandbox's webhook posts the reports to.
     """
     from airflow_provider_sms.sandbox.server import SandboxServer
 
@@ -203,7 +223,7 @@ def team_deployment(
         for team, path in bundles.items()
     ]
     with SandboxServer(token=TEST_TOKEN, dlr=True, dlr_statuses=dlr_statuses) as sandbox:
-        sandbox.inspect.set_webhook("1", url=f"{url}/sms/delivery-reports/sms_default")
+        sandbox.inspect.set_webhook("1", url=f"{url}/sms/delivery-reports/{receiving}")
         connection = sandbox.connection_json(dlr_webhook_id="1", dlr_allowed_callers=["127.0.0.1"])
         env = airflow_env(
             home,
@@ -217,12 +237,26 @@ def team_deployment(
         )
         run_airflow(env, "db", "migrate")
         run_airflow(env, "teams", "sync")  # the teams named by the bundles
+        # `airflow dags test` (3.3.2) does not give its task a team's connection (its in-process execution
+        # API tells no team): the task gets each one as a variable, the API server reads it from the
+        # database, under its team.
+        task_env = dict(env)
+        for conn_id, team in (team_connections or {}).items():
+            task_env[f"AIRFLOW_CONN_{conn_id.upper()}"] = connection
+            # Airflow's CLI cannot scope a connection to a team: written as the REST API would.
+            subprocess.run(
+                [sys.executable, "-c", ADD_TEAM_CONNECTION, conn_id, team, connection],
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=MIGRATE_TIMEOUT,
+            )
         run_airflow(env, "dags", "reserialize")  # each DAG with its bundle, so with its team
         log_path = ARTIFACTS / log_name
         with running_api_server(env, port, log_path):
             runs = {}
             for dag_id in send:
-                output = run_airflow(env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
+                output = run_airflow(task_env, "dags", "test", dag_id, timeout=DAG_TEST_TIMEOUT)
                 token_canary.check_output(output, f"output of airflow dags test {dag_id}")
                 runs[dag_id] = latest_run(home, dag_id)
             yield TeamAirflow(
