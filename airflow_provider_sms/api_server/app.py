@@ -161,6 +161,8 @@ def build_app(connections: Connections | None = None, *, group_commit: int | Non
         lifespan=lifespan,
     )
     app.state.flusher = flusher
+    # The campaigns API says whether each campaign's connection receives its reports here.
+    app.state.connections = connections
 
     @app.get(HEALTH_PATH)
     async def health() -> Response:

@@ -22,7 +22,7 @@ import csv
 import io
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy.exc import SQLAlchemyError
@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.campaigns import queries
 from airflow_provider_sms.campaigns.access import Scope, Viewer, viewer_of
-from airflow_provider_sms.campaigns.resources import CampaignDetail, FailedNumbers
+from airflow_provider_sms.campaigns.resources import Campaign, CampaignDetail, CampaignPage, FailedNumbers
 from airflow_provider_sms.delivery_reports.store import FAILED_PAGE, REPORT_ID_MAX, UnknownPosition
 from airflow_provider_sms.models import (
     CAMPAIGN_ID_MAX,
@@ -85,6 +85,32 @@ async def read(work: Callable[..., T], *args: Any) -> T:
         ) from None
 
 
+def with_receivers(campaigns: Sequence[Campaign], request: Request) -> list[Campaign]:
+    """``campaigns``, each saying whether the delivery reports of its connection are received here.
+
+    Read from the API server's connections (kept for a few seconds); a connection that cannot be read
+    now leaves it unknown.
+    """
+    connections = getattr(request.app.state, "connections", None)
+    received: dict[str, bool | None] = {}
+    for conn_id in {campaign.conn_id for campaign in campaigns}:
+        try:
+            found = connections.holding_token(conn_id) if connections is not None else None
+        except Refusal:
+            found = None
+        received[conn_id] = None if found is None else found.settings is not None
+    return [
+        campaign.model_copy(
+            update={
+                "delivery": campaign.delivery.model_copy(
+                    update={"reports_received": received[campaign.conn_id]}
+                )
+            }
+        )
+        for campaign in campaigns
+    ]
+
+
 def readable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
     """The campaign's row; 404 when there is none or its DAG is not one the user may read."""
     row = queries.campaign_row(session, campaign)
@@ -95,6 +121,7 @@ def readable_campaign(session: Any, viewer: Viewer, campaign: int) -> Any:
 
 @router.get("/campaigns")
 async def list_campaigns(
+    request: Request,
     viewer: LoggedIn,
     conn_id: Annotated[str | None, Query(max_length=250)] = None,
     dag_id: Annotated[str | None, Query(max_length=250)] = None,
@@ -128,7 +155,7 @@ async def list_campaigns(
                 seen: set[Scope] = set()
                 found = queries.campaign_page(session, None, seen=seen, **filters)
                 if viewer.readable(session, seen) == seen:
-                    return found.model_dump_json().encode()
+                    return answer(found)
             readable = viewer.readable_scopes(session, queries.dag_ids_with_campaigns(session))
             found = queries.campaign_page(session, readable, **filters)
         except queries.UnknownCursor as exc:
@@ -136,7 +163,11 @@ async def list_campaigns(
             raise Refusal(
                 422, f"before: {exc.before} is not a campaign you may read; give a page's next"
             ) from None
-        return found.model_dump_json().encode()
+        return answer(found)
+
+    def answer(found: CampaignPage) -> bytes:
+        page = found.model_copy(update={"campaigns": with_receivers(found.campaigns, request)})
+        return page.model_dump_json().encode()
 
     return Response(await read(page), media_type="application/json")
 
@@ -173,7 +204,7 @@ def failed_page(
 
 
 @router.get("/campaigns/{campaign}")
-async def get_campaign(campaign: CampaignPath, viewer: LoggedIn) -> Response:
+async def get_campaign(request: Request, campaign: CampaignPath, viewer: LoggedIn) -> Response:
 
     def detail(session: Any) -> bytes:
         from collections import Counter
@@ -191,7 +222,7 @@ async def get_campaign(campaign: CampaignPath, viewer: LoggedIn) -> Response:
         tickets = row.record["tickets"]
         return (
             CampaignDetail(
-                campaign=queries.campaign_of(row, statuses),
+                campaign=with_receivers([queries.campaign_of(row, statuses)], request)[0],
                 timeline=queries.delivery_timeline(session, row.conn_id, tickets, row.sent_at)
                 if tickets
                 else [],

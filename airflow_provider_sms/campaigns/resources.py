@@ -23,6 +23,10 @@ class Delivery(ApiModel):
     :param by_status: messages by status name.
     :param reports_pruned_at: when the retention deleted the campaign's delivery reports: the figures
         above are then unknown (zero).
+    :param reports_received: whether the API server receives the delivery reports of the campaign's
+        connection (its extra names the account's webhook, ``dlr_webhook_id``). False: they go to the
+        receiver of the connection the webhook calls, and the figures above stay at zero. None: the
+        connection cannot be read now.
     """
 
     sent: int
@@ -32,6 +36,7 @@ class Delivery(ApiModel):
     delivered_share: float
     by_status: dict[str, int]
     reports_pruned_at: datetime | None = None
+    reports_received: bool | None = None
 
 
 class Campaign(ApiModel):

@@ -26,7 +26,7 @@ from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
 from airflow_provider_sms.delivery_reports.store import ensure_flush_rows, insert_reports
 from airflow_provider_sms.models import DeliveryReport
 from airflow_provider_sms.sandbox.server import ThreadedServer
-from tests.campaign_records import dag_rows, sms_connections, xcom_row
+from tests.campaign_records import connection_env, dag_rows, sms_connections, xcom_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -216,6 +216,7 @@ def test_the_list_is_newest_first_with_cost_and_delivery(
         "delivered_share": 0.5,
         "by_status": {"sent": 1, "not delivered": 1, "delivered": 3, "expired": 1},
         "reports_pruned_at": None,
+        "reports_received": None,  # the connection is not defined for the API server now
     }
     assert page["next"] is None
 
@@ -683,3 +684,33 @@ def test_the_list_filters_by_task_instance(api: str, auth_manager: Any, campaign
 
     assert ids(run_id="scheduled__2031", task_id="send", map_index=-1) == [campaigns["dag_a"]]
     assert ids(task_id="other") == ids(map_index=0) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "received"),
+    [({"dlr_webhook_id": "1"}, True), ({}, False)],
+    ids=["names the webhook", "names no webhook"],
+)
+def test_a_campaign_says_whether_its_connections_reports_are_received_here(
+    auth_manager: Any,
+    campaigns: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: dict[str, str],
+    received: bool,
+) -> None:
+    """A second connection of one account (no dlr_webhook_id) shows "not received", not 0 % delivered."""
+    import json
+
+    from fastapi import FastAPI
+
+    name, value = connection_env(CONN)
+    monkeypatch.setenv(name, json.dumps({**json.loads(value), "extra": extra}))
+    root = FastAPI()
+    root.mount(URL_PREFIX, build_app())  # connections read afresh
+    with ThreadedServer(root) as server:
+        api = f"{server.url}{URL_PREFIX}{API_PREFIX}"
+        page = get(f"{api}/campaigns", "admin", auth_manager, conn_id=CONN).json()
+        detail = get(f"{api}/campaigns/{campaigns['dag_a']}", "admin", auth_manager).json()
+
+    assert [c["delivery"]["reports_received"] for c in page["campaigns"]] == [received, received]
+    assert detail["campaign"]["delivery"]["reports_received"] is received

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.integration.test_campaigns_api import api, auth_manager, campaigns, token  # noqa: F401
+from tests.integration.test_campaigns_api import CONN, api, auth_manager, campaigns, token  # noqa: F401
+from tests.ui.conftest import ARTIFACTS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -24,8 +25,8 @@ def as_user(browser: Browser, api: str, auth_manager: Any) -> Iterator[Any]:  # 
     """Open the page as ``name`` (the UI's ``_token`` cookie); yields (page, console errors)."""
     contexts = []
 
-    def open_page(name: str) -> tuple[Page, list[str]]:
-        ui = api.replace("/campaigns/api/v1", "/campaigns/ui/")
+    def open_page(name: str, served_by: str = api) -> tuple[Page, list[str]]:
+        ui = served_by.replace("/campaigns/api/v1", "/campaigns/ui/")
         context = browser.new_context(viewport={"width": 1300, "height": 900})
         context.set_default_timeout(15_000)
         contexts.append(context)
@@ -122,3 +123,39 @@ def test_a_slow_list_does_not_draw_itself_over_the_campaign_opened_after_it(
         assert page.locator("#campaigns").count() == 0
     finally:
         context.close()
+
+
+def test_a_campaign_whose_connection_receives_no_reports_says_so_instead_of_0_percent(
+    as_user: Any,
+    campaigns: dict[str, int],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second connection of the account (no dlr_webhook_id): its campaigns' reports go to another
+    connection's receiver, and the page says so rather than "0.0 % delivered" for ever."""
+    import json
+
+    from fastapi import FastAPI
+
+    from airflow_provider_sms.api_server.app import build_app
+    from airflow_provider_sms.campaigns.api import API_PREFIX
+    from airflow_provider_sms.delivery_reports.settings import URL_PREFIX
+    from airflow_provider_sms.sandbox.server import ThreadedServer
+    from tests.campaign_records import connection_env
+
+    name, value = connection_env(CONN)
+    monkeypatch.setenv(name, json.dumps({**json.loads(value), "extra": {}}))
+    root = FastAPI()
+    root.mount(URL_PREFIX, build_app())
+    with ThreadedServer(root) as server:
+        page, errors = as_user("admin", f"{server.url}{URL_PREFIX}{API_PREFIX}")
+        row = page.locator(f"tr.campaign[data-id='{campaigns['dag_a']}']")
+        row.wait_for()
+        assert "no delivery reports received for this connection" in row.inner_text()
+        assert "% delivered" not in row.inner_text()
+        assert "dlr_webhook_id" in row.locator("small[title]").first.get_attribute("title")
+        # As the manual shows it (docs/campaigns-not-received.png).
+        page.locator("#campaigns").screenshot(path=str(ARTIFACTS / "campaigns-not-received.png"))
+        row.locator("td").first.locator("a").click()
+        page.locator("#chart svg").wait_for()
+        assert "not received" in page.locator(".figures").inner_text()
+    assert errors == []

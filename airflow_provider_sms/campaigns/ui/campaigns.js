@@ -97,7 +97,15 @@ function when(iso) {
     PARIS.format(date));
 }
 
+// Why a campaign shows no delivery: the account's one webhook posts to another connection's receiver.
+const NOT_RECEIVED = "Its connection names no dlr_webhook_id: the service posts an account's reports to "
+  + "its one webhook, so they count for the connection whose receiver that webhook calls. Send through "
+  + "that connection, or point the webhook here.";
+
 function bar(delivery) {
+  if (delivery.reports_received === false) {
+    return h("small", { class: "muted", title: NOT_RECEIVED }, "no delivery reports received for this connection");
+  }
   if (delivery.reports_pruned_at) {
     return h("small", { class: "muted", title: `deleted ${delivery.reports_pruned_at}` }, "reports deleted (retention): delivery unknown");
   }
@@ -228,7 +236,7 @@ async function showCampaign(id) {
       figure("Numbers sent", NUMBER.format(c.sent), h("small", { class: "muted" }, ` of ${NUMBER.format(c.total)}`)),
       figure("Filtered", filteredText(c)),
       figure("Cost", `${NUMBER.format(c.cost)} credits`, h("small", { class: "muted" }, c.max_cost !== null ? ` gate ${NUMBER.format(c.max_cost)}` : "")),
-      figure("Delivered", `${(100 * c.delivery.delivered_share).toFixed(1)} %`, bar(c.delivery)),
+      figure("Delivered", c.delivery.reports_received === false ? "not received" : `${(100 * c.delivery.delivered_share).toFixed(1)} %`, bar(c.delivery)),
       figure("Failed", NUMBER.format(c.delivery.failed)),
       figure("Not yet final", NUMBER.format(c.delivery.not_final))),
     h("h2", {}, "Delivery over time"), chart, h("p", {}, legend(false), h("span", { class: "muted" }, " (share of the numbers sent)")),
