@@ -79,6 +79,8 @@ def test_the_approver_reads_the_figures_and_clicks_send(
     ):
         expect(page.get_by_role("row").filter(has_text=label)).to_contain_text(shown)
     expect(page.get_by_text(CAMPAIGN_TEXT, exact=True)).to_be_visible()
+    # What "Send" approves, as the send checks it, is on the page the approver reads.
+    expect(page.get_by_text('What "Send" approves, checked again just before sending:')).to_be_visible()
     expect(page.get_by_test_id("hitl-option-Do not send")).to_be_enabled()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "approval-required-action.png", full_page=True, animations="disabled")
