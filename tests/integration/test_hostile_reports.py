@@ -297,17 +297,17 @@ def test_every_call_without_the_right_key_gets_one_401_whatever_the_name(
 
 def count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names the receiver asks Airflow's secrets backends for from now on, in order (the campaign
-    indexer, which runs beside it, reads the connections its records name on its own)."""
+    indexer, which runs beside it through the same lookup, has no records to read here)."""
     from airflow_provider_sms.delivery_reports import connections
 
     lookups: list[str] = []
-    real = connections._lookup
+    real = connections.lookup_connection
 
     def counted(conn_id: str) -> Any:
         lookups.append(conn_id)
         return real(conn_id)
 
-    monkeypatch.setattr(connections, "_lookup", counted)
+    monkeypatch.setattr(connections, "lookup_connection", counted)
     return lookups
 
 
