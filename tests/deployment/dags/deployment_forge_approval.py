@@ -27,7 +27,13 @@ with DAG("deployment_forge_approval", **dag_arguments("sms", doc_md=__doc__)):
         token = BaseHook.get_connection("sms_default").password
         key = guard_key(victim["dag_id"], "send", victim["run_id"], -1)
         approval = {"state": "approved", "by": "alice", "at": "2026-01-01T00:00:00+00:00", "cost": 1_000_000}
-        Variable.set(key, json.dumps({"batches": {}, "approval": approval}))
+        identity = {
+            "dag_id": victim["dag_id"],
+            "task_id": "send",
+            "run_id": victim["run_id"],
+            "map_index": -1,
+        }
+        Variable.set(key, json.dumps({**identity, "batches": {}, "approval": approval}))
         from airflow.sdk.execution_time.hitl import update_hitl_detail_response
 
         try:
