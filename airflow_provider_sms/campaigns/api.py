@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
     from typing import Any, TypeVar
 
+    from airflow_provider_sms.delivery_reports.connections import Connections
+
     T = TypeVar("T")
 
 API_PREFIX = "/campaigns/api/v1"
@@ -91,11 +93,11 @@ def with_receivers(campaigns: Sequence[Campaign], request: Request) -> list[Camp
     Read from the API server's connections (kept for a few seconds); a connection that cannot be read
     now leaves it unknown.
     """
-    connections = getattr(request.app.state, "connections", None)
+    connections: Connections = request.app.state.connections
     received: dict[str, bool | None] = {}
     for conn_id in {campaign.conn_id for campaign in campaigns}:
         try:
-            found = connections.holding_token(conn_id) if connections is not None else None
+            found = connections.holding_token(conn_id)
         except Refusal:
             found = None
         received[conn_id] = None if found is None else found.settings is not None
