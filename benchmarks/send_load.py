@@ -1,7 +1,8 @@
 """A campaign from a file of numbers, sent in a fresh interpreter: ``python -m benchmarks.send_load``.
 
 ``operator PATH BATCH_SIZE CLAIMS``: ``SmsSendOperator(recipients=PATH, batch_size=BATCH_SIZE).execute()``
-on the ``sms_default`` connection, as a task would run it; the send guard keeps its records in memory
+on the ``sms_default`` connection, as a task would run it, Airflow's metrics set up from ``[metrics]``;
+the send guard keeps its records in memory
 (no task runtime here: the stand-in the operator tests use) and the claims are made where ``CLAIMS``
 says (:mod:`benchmarks.claim_path`: in process, or through the API server): claiming every number is
 part of the time.
@@ -39,6 +40,7 @@ def operator_send(path: Path, batch_size: int, claims: str) -> dict[str, Any]:
     from tests.task_instance import FakeTaskInstance
 
     claim_through(claims, pytest.MonkeyPatch())
+    start_metrics()
     operator = SmsSendOperator(task_id="send", message=TEXT, recipients=path, batch_size=batch_size)
     ti = FakeTaskInstance(dag_id="bench", run_id="bench")
     before = status_bytes("VmRSS")
@@ -53,6 +55,22 @@ def operator_send(path: Path, batch_size: int, claims: str) -> dict[str, Any]:
         "xcom_bytes": len(json.dumps(result)),
         "result": result,
     }
+
+
+def start_metrics() -> None:
+    """Airflow's metrics set up from ``[metrics]`` (the environment) as a task's process sets them up:
+    Airflow 3.2 and later do it when the task starts; earlier Airflow when ``Stats`` is first used."""
+    try:
+        from airflow.sdk.observability.metrics import stats_utils
+        from airflow.sdk.observability.stats import initialize
+    except ImportError:
+        return
+    from airflow.providers.common.compat.sdk import conf
+
+    initialize(
+        factory=stats_utils.get_stats_factory(),
+        export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=True),
+    )
 
 
 def bare_send(path: Path, batch_size: int, url: str, token: str) -> dict[str, Any]:

@@ -12,12 +12,14 @@ Nothing here builds payloads or reads answers (the hook does); errors become Air
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
+from airflow_provider_sms import metrics
 from airflow_provider_sms._task_arguments import check_on_duplicate
 from airflow_provider_sms.delay import parse_instant
 from airflow_provider_sms.exceptions import (
@@ -135,6 +137,12 @@ class CampaignSend:
         self.log = log
         # Whether this send pushed a campaign record (the operator's extra link reads it).
         self.recorded = False
+        self.started = time.monotonic()
+        # Where the run is (guard, claim, gate, ask, send): what a refusal there counts as.
+        self.stage = "guard"
+        self.tags: dict[str, object] = {}
+        # Whether this try posted a batch (a cleared task that sent everything before posts none).
+        self.posted = False
 
     def run(self, campaign: Campaign) -> dict[str, Any]:
         """Send ``campaign`` (validated, :meth:`Campaign.prepare`); return the send operators' XCom dict.
@@ -149,6 +157,12 @@ class CampaignSend:
             of unknown outcome: nothing more is sent.
         """
         order, guard, log = self.order, self.guard, self.log
+        self.tags = metrics.task_tags(
+            self.context["ti"],
+            conn_id=campaign.hook.sms_conn_id,
+            operator=order.operator,
+            pushtype=campaign.message.pushtype,
+        )
         result = None
         try:
             on_duplicate: OnDuplicate = check_on_duplicate(order.on_duplicate)
@@ -157,9 +171,18 @@ class CampaignSend:
             try:
                 result = self.claimed_send(campaign, digest, sent, on_duplicate)
             except ApprovalToAsk as need:
+                self.count("asked")
+                self.stage = "ask"
                 # Asked once the claim is released: another run is not refused while people decide.
                 ask(order.approval, self.context, campaign, need.check, log)
+            if self.posted:
+                self.count("sent" if result["sent"] else "nobody_reached")
             return result
+        except Exception as exc:
+            outcome = self.outcome_of(exc)
+            if outcome is not None:
+                self.count(outcome)
+            raise
         finally:
             self.recorded = push_record(
                 self.context["ti"],
@@ -180,14 +203,20 @@ class CampaignSend:
             claim is released on the way out).
         """
         order, guard, log = self.order, self.guard, self.log
+        self.stage = "claim"
         with claimed(campaign, guard, sent, on_duplicate, log) as (claim, already):
+            self.stage = "gate"
             simulation = gate = None
             # Every batch already sent (a cleared task): nothing to gate, the guard returns what was sent.
             if len(sent) < campaign.plan.batches and any(value is not None for value in order.gates.values()):
                 simulation = simulate_all(campaign, log, sent)
                 check = check_gates(order.gates, simulation, campaign.plan.rejected_count)
                 gate = self.gate_or_ask(check, campaign, digest)
-            results = send_batches(campaign, guard, sent, log)
+            self.stage = "send"
+            results = send_batches(campaign, guard, sent, log, self.tags)
+            self.posted = len(results) > len(sent)
+            if self.posted:
+                metrics.timing("send.duration", time.monotonic() - self.started, **self.tags)
             claim.sent([batch.ticket for batch in results if batch.ticket is not None])
             result = {
                 **sent_result(campaign, guard, results, resumed=len(sent), log=log),
@@ -215,12 +244,33 @@ class CampaignSend:
         if self.order.on_cost_exceeded == "ask":
             approved = approved_gate(check, self.approval, digest, self.log)
             if approved is not None:
+                self.count("approved")
                 return approved
+        for refused in check.refused:
+            metrics.count("gate.refused", gate=refused, **self.tags)
+        if self.order.on_cost_exceeded == "ask":
             raise ApprovalToAsk(check)
         if self.order.on_cost_exceeded == "skip":
             self.log.warning("%s; skipping (on_cost_exceeded='skip')", check.text)
             raise AirflowSkipException(check.text)
         raise AirflowFailException(check.text + " (not retried)")
+
+    def count(self, outcome: str) -> None:
+        """Count this campaign's ``outcome`` (metric ``sms.campaigns``)."""
+        metrics.count("campaigns", outcome=outcome, **self.tags)
+
+    def outcome_of(self, exc: Exception) -> str | None:
+        """What the error ``exc`` ending this try makes of the campaign; None for the wait on an answer."""
+        refused = isinstance(exc, (AirflowSkipException, AirflowFailException))
+        if self.stage == "claim" and refused:
+            return "duplicate"
+        if self.stage in ("gate", "ask") and refused:
+            return "gated"
+        if self.stage == "ask":
+            return None
+        if self.stage == "send" and any(batch.state == "sending" for batch in self.guard.batches.values()):
+            return "maybe_sent"
+        return "failed"
 
 
 def already_sent(
@@ -294,9 +344,14 @@ def claimed(
 
 
 def send_batches(
-    campaign: Campaign, guard: SendGuard, sent: Mapping[int, CampaignResult], log: Logger
+    campaign: Campaign,
+    guard: SendGuard,
+    sent: Mapping[int, CampaignResult],
+    log: Logger,
+    tags: Mapping[str, object],
 ) -> list[CampaignResult]:
-    """Send every batch not yet sent, each recorded in the guard before and after its POST."""
+    """Send every batch not yet sent, each recorded in the guard before and after its POST, and its
+    answer's figures counted (:func:`~airflow_provider_sms.metrics.send_answer`, with ``tags``)."""
     total = campaign.plan.batches
     results: list[CampaignResult] = []
     for index, items in campaign.batches():
@@ -340,6 +395,7 @@ def send_batches(
             raise
         log.info("Batch %s/%s sent: ticket %s; recording it", index + 1, total, result.ticket)
         guard.confirm(index, result)
+        metrics.send_answer(result, **tags)
         results.append(result)
         log.info(
             "Progress: batch %s/%s, %s numbers sent so far, %s credits spent so far, %s credits left",
@@ -386,10 +442,13 @@ def sent_result(
     }
 
 
-def simulate_campaign(campaign: Campaign, log: Logger) -> dict[str, Any]:
-    """Simulate every batch; return the simulate operator's XCom dict."""
+def simulate_campaign(campaign: Campaign, log: Logger, tags: Mapping[str, object]) -> dict[str, Any]:
+    """Simulate every batch; return the simulate operator's XCom dict, and count what the campaign would
+    cost (with ``tags``)."""
     figures = simulate_all(campaign, log)
     log.info("Simulation: %s", summary(figures))
+    metrics.count("simulate.credits", figures["cost"], **tags)
+    metrics.count("simulate.numbers", figures["sent"], **tags)
     return {
         **figures,
         "delay": campaign.message.delay,

@@ -210,9 +210,17 @@ class SmsSimulateOperator(SmsBaseOperator):
     @task_errors
     def execute(self, context: Context) -> dict[str, Any]:
         """Simulate every batch and return the figures added up."""
+        from airflow_provider_sms.metrics import task_tags
         from airflow_provider_sms.operators._campaign_run import simulate_campaign
 
-        return simulate_campaign(self.prepare_campaign(), self.log)
+        campaign = self.prepare_campaign()
+        tags = task_tags(
+            context.get("ti"),
+            conn_id=self.sms_conn_id,
+            operator=type(self).__name__,
+            pushtype=campaign.message.pushtype,
+        )
+        return simulate_campaign(campaign, self.log, tags)
 
 
 class SmsSendBaseOperator(SmsBaseOperator):
