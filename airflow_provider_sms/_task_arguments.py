@@ -35,6 +35,11 @@ SEND_WINDOW_MODES: tuple[str, ...] = ("postpone", "fail", "ignore")
 DEFAULT_BATCH_SIZE = 10_000
 # How long on_cost_exceeded="ask" waits for a person's answer before it takes "Do not send".
 DEFAULT_APPROVAL_TIMEOUT = dt.timedelta(hours=24)
+# SmsNotifier: an alert within this interval after the last one to a number is held for it and folded
+# into the next. At most four SMS per number per hour: under the sandbox's anti-flood limit (five), the
+# service's own being unpublished.
+DEFAULT_FOLD_INTERVAL = dt.timedelta(minutes=15)
+MAX_FOLD_INTERVAL = dt.timedelta(days=1)
 
 
 def invalid_value(field: str, value: object, rule: str) -> SmsValidationError:
@@ -99,6 +104,31 @@ def check_send_window(value: object) -> SendWindowMode:
     if value not in SEND_WINDOW_MODES:
         raise invalid_value("send_window", value, "use 'postpone', 'fail' or 'ignore'")
     return cast("SendWindowMode", value)
+
+
+def check_fold_interval(value: object) -> dt.timedelta | None:
+    """``value`` as SmsNotifier's fold interval (None when alerts are not folded: None or 0), or
+    SmsValidationError naming ``fold_interval``."""
+    if value is None or (isinstance(value, (int, dt.timedelta)) and not value):
+        return None
+    if not isinstance(value, dt.timedelta) or not dt.timedelta(0) < value <= MAX_FOLD_INTERVAL:
+        raise invalid_value(
+            "fold_interval",
+            value,
+            "use a datetime.timedelta of at most one day, or None (or 0) to send every alert unfolded",
+        )
+    return value
+
+
+def check_fallback(value: object) -> None:
+    """SmsValidationError naming ``fallback`` unless ``value`` is None or callable (an Airflow notifier, or
+    a function taking the context)."""
+    if value is not None and not callable(value):
+        raise invalid_value(
+            "fallback",
+            value,
+            "use an Airflow notifier (e.g. SlackNotifier(...)) or a callable taking the context",
+        )
 
 
 def check_on_cost_exceeded(value: object) -> OnCostExceeded:

@@ -1,6 +1,6 @@
 """Creates and migrates every table of the provider (the delivery reports', the campaigns page's and the
-claim store's) as part of ``airflow db migrate``. Not public API but for its dotted path, which Airflow's
-configuration may name.
+claim store's, with SmsNotifier's alert folds) as part of ``airflow db migrate``. Not public API but for
+its dotted path, which Airflow's configuration may name.
 
 Airflow 3.2 and later find this manager through ``db-managers`` in the provider's info; Airflow 3.0
 and 3.1 run it only when ``[database] external_db_managers`` names it (see the "Delivery reports" page):

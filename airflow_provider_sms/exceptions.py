@@ -150,15 +150,23 @@ class SmsNothingSentError(SmsError):
     def __init__(self, figures: Mapping[str, Any], what: str, advice: str = "") -> None:
         self.figures = dict(figures)
         reasons = [name for name in FILTER_MEANINGS if figures.get(name)]
-        counts = ", ".join(f"{name} {figures[name]}" for name in reasons)
-        filtered = f"{sum(figures[name] for name in reasons)} filtered" + (f" ({counts})" if counts else "")
         why = "; ".join(f"{name}: {FILTER_MEANINGS[name]}" for name in reasons) or (
             "the service filtered none of them: check the recipients or lists given"
         )
         super().__init__(
-            f"{what} reached nobody: 0 of {figures.get('total', 0)} numbers sent, {filtered}"
-            f"{_tickets(figures)}. {why}." + (f" {advice}" if advice else "")
+            f"{what} reached nobody: {nothing_sent(figures)}. {why}." + (f" {advice}" if advice else "")
         )
+
+
+def nothing_sent(figures: Mapping[str, Any]) -> str:
+    """A send that reached nobody in figures, e.g. ``0 of 2 numbers sent, 2 filtered (flood 2), ticket 7``.
+
+    :param figures: as :class:`SmsNothingSentError` takes them.
+    """
+    reasons = [name for name in FILTER_MEANINGS if figures.get(name)]
+    counts = ", ".join(f"{name} {figures[name]}" for name in reasons)
+    filtered = f"{sum(figures[name] for name in reasons)} filtered" + (f" ({counts})" if counts else "")
+    return f"0 of {figures.get('total', 0)} numbers sent, {filtered}{_tickets(figures)}"
 
 
 def _tickets(figures: Mapping[str, Any]) -> str:

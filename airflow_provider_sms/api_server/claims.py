@@ -21,6 +21,14 @@ twice" is decided here, in Airflow's metadata database, where a transaction can 
 A claimant is a task instance (dag_id, task_id, run_id, map_index): the same claimant asking again (a
 retry, or a call whose answer was lost) finds its own claim, which is how a lost answer is found again.
 
+The same store folds ``SmsNotifier``'s alerts (:func:`fold`), so that a burst of them does not reach the
+service's anti-flood filter:
+
+- ``sms_alert_fold``: per connection and number (its keyed digest), when the last alert went to it and
+  the alerts held since (how many, and the start of the first few texts). Each decision takes the
+  connection's lock row in ``sms_claim_lock`` first, so two alerts to a number are decided one after the
+  other.
+
 Both paths use these functions: the provider's route on the API server (:mod:`.claims_api`), which the
 workers call, and a task that runs in-process with the metadata database (``airflow dags test``).
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -56,6 +65,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from airflow_provider_sms._task_arguments import MAX_FOLD_INTERVAL
 from airflow_provider_sms.delivery_reports.store import insert_ignoring_duplicates, upsert
 from airflow_provider_sms.delivery_reports.tables import CONN_ID_LENGTH, ReportId, Timestamp, metadata
 
@@ -68,6 +78,7 @@ if TYPE_CHECKING:
 
 # Where the routes are, under the provider's app (``/sms``).
 CLAIMS_PATH = "/claims/{conn_id}"
+FOLD_PATH = "/claims/{conn_id}/fold"
 CLAIM_NUMBERS_PATH = "/claims/{conn_id}/{claim_id}/numbers"
 CLAIM_SENT_PATH = "/claims/{conn_id}/{claim_id}/sent"
 CLAIM_RELEASE_PATH = "/claims/{conn_id}/{claim_id}/release"
@@ -81,6 +92,10 @@ ClaimState = Literal["sending", "sent"]
 # A chunk's digests, packed: MySQL's BLOB holds 64 KiB, a MEDIUMBLOB the largest chunk.
 PackedKeys = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql")
 _Item = TypeVar("_Item")
+# What a held alert keeps of its text: the start, which the alert that carries it quotes.
+HELD_TEXT_LENGTH = 50
+# The held alerts' texts a number keeps (the count goes on beyond them).
+HELD_TEXTS_KEPT = 5
 
 claim_table = Table(
     "sms_claim",
@@ -127,7 +142,20 @@ claim_lock_table = Table(
     Column("decisions", BigInteger, nullable=False),
 )
 
-TABLES = (claim_table, claim_chunk_table, claim_lock_table)
+fold_table = Table(
+    "sms_alert_fold",
+    metadata,
+    Column("conn_id", String(CONN_ID_LENGTH), primary_key=True),
+    # The number's keyed digest (hex), as a claim keeps it: never the number.
+    Column("number_key", String(2 * NUMBER_KEY_BYTES), primary_key=True),
+    # When the last alert went to the number: its fold interval starts there.
+    Column("sent_at", Timestamp, nullable=False),
+    # The alerts held for it since, and the first few of them (JSON: [[time, start of text], ...]).
+    Column("held", Integer, nullable=False),
+    Column("held_texts", Text, nullable=False),
+)
+
+TABLES = (claim_table, claim_chunk_table, claim_lock_table, fold_table)
 
 Identifier = Annotated[str, Field(min_length=1, max_length=ID_LEN)]
 
@@ -300,6 +328,55 @@ class ReleaseRequest(WireModel):
     claimant: Claimant
 
 
+class FoldRequest(WireModel):
+    """An alert asks whether it goes to its numbers now or is held, to be folded into the next alert.
+
+    :param numbers: the alert's numbers, as keyed digests (``start`` 0).
+    :param interval_seconds: the notifier's fold interval: an alert within it after the last one to a
+        number is held for that number.
+    :param text: the start of the alert's text, which the alert that carries it quotes.
+    """
+
+    numbers: NumberChunk
+    interval_seconds: float = Field(gt=0, le=MAX_FOLD_INTERVAL.total_seconds())
+    text: str = Field(max_length=HELD_TEXT_LENGTH)
+
+
+class HeldAlert(WireModel):
+    """An alert held for a number: when, and the start of its text."""
+
+    at: AwareDatetime
+    text: str
+
+
+class FoldGroup(WireModel):
+    """Numbers the alert goes to now, carrying the same held alerts.
+
+    :param positions: their positions in the request.
+    :param held: how many alerts were held for them since their last one.
+    :param texts: the first of those (at most :data:`HELD_TEXTS_KEPT`), oldest first.
+    """
+
+    positions: list[int]
+    held: int = 0
+    texts: list[HeldAlert] = []
+
+
+class FoldAnswer(WireModel):
+    """What the store decided for an alert.
+
+    :param send: the numbers it goes to now, grouped by what they carry.
+    :param held: the positions of the numbers it is held for.
+    :param since: the latest time an alert went to one of those.
+    :param until: when the last of their intervals ends: the next alert after it carries this one.
+    """
+
+    send: list[FoldGroup] = []
+    held: list[int] = []
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+
 class ClaimNotFound(LookupError):
     """No claim of that id, connection and claimant (released, or pruned)."""
 
@@ -445,6 +522,68 @@ def release(session: Session, conn_id: str, claim_id: int, request: ReleaseReque
     session.execute(delete(claim_table).where(claim_table.c.id == claim_id))
 
 
+def fold(session: Session, conn_id: str, request: FoldRequest) -> FoldAnswer:
+    """Decide, number by number, whether an alert goes now or is held, and record it (the caller commits).
+
+    A number that got no alert within the interval gets this one now, carrying the alerts held for it
+    since (which are then forgotten), and its interval starts again; for one that did, the alert is held
+    (counted, the start of its text kept among the first :data:`HELD_TEXTS_KEPT`). The connection's
+    lock is taken first: two alerts to one number are decided one after the other, whatever their timing.
+    """
+    _lock(session, fold_scope(conn_id))
+    keys = [key.hex() for key in request.numbers.digests()]
+    columns = fold_table.c
+    rows = {
+        row.number_key: row
+        for row in session.execute(
+            select(fold_table).where(columns.conn_id == conn_id, columns.number_key.in_(set(keys)))
+        )
+    }
+    now = dt.datetime.now(dt.timezone.utc)
+    interval = dt.timedelta(seconds=request.interval_seconds)
+    answer = FoldAnswer()
+    groups: dict[tuple[int, str], FoldGroup] = {}
+    # Each number's place in the answer (a number given twice is decided once).
+    placed: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        if key not in placed:
+            row = rows.get(key)
+            of_number = (columns.conn_id == conn_id) & (columns.number_key == key)
+            if row is not None and now - _utc(row.sent_at) < interval:
+                texts = json.loads(row.held_texts)[:HELD_TEXTS_KEPT]
+                if len(texts) < HELD_TEXTS_KEPT:
+                    texts.append([now.isoformat(), request.text])
+                session.execute(
+                    update(fold_table)
+                    .where(of_number)
+                    .values(held=columns.held + 1, held_texts=json.dumps(texts))
+                )
+                answer.since = max(filter(None, (answer.since, _utc(row.sent_at))))
+                answer.until = max(filter(None, (answer.until, _utc(row.sent_at) + interval)))
+                placed[key] = answer.held
+            else:
+                held, texts = (row.held, row.held_texts) if row is not None else (0, "[]")
+                group = groups.get((held, texts))
+                if group is None:
+                    carried = [HeldAlert(at=at, text=text) for at, text in json.loads(texts)]
+                    group = groups[held, texts] = FoldGroup(positions=[], held=held, texts=carried)
+                fresh = {"sent_at": now, "held": 0, "held_texts": "[]"}
+                session.execute(
+                    insert(fold_table).values(conn_id=conn_id, number_key=key, **fresh)
+                    if row is None
+                    else update(fold_table).where(of_number).values(fresh)
+                )
+                placed[key] = group.positions
+        placed[key].append(position)
+    answer.send = list(groups.values())
+    return answer
+
+
+def fold_scope(conn_id: str) -> str:
+    """The lock scope of a connection's alert folds: apart from every claim's (a content digest)."""
+    return hashlib.sha256(b"alert-fold\0" + conn_id.encode()).hexdigest()
+
+
 def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> tuple[int, int]:
     """Delete the claims delivered before ``horizon`` and their numbers: no new send can be in their
     window once ``horizon`` is the window before now (a new send is delivered now or later).
@@ -466,6 +605,20 @@ def prune(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> t
         live = select(claim_table.c.scope)
         session.execute(delete(claim_lock_table).where(claim_lock_table.c.scope.not_in(live)))
     return len(old), numbers
+
+
+def prune_folds(session: Session, horizon: dt.datetime, *, dry_run: bool = False) -> int:
+    """Delete the alert folds whose last alert went before ``horizon`` and that hold no alert: no fold
+    interval reaches that far (``horizon`` is the longest interval before now). A fold that holds alerts
+    is kept: the next alert to its number carries them.
+
+    :returns: how many were (or, with ``dry_run``, would be) deleted.
+    """
+    stale = (fold_table.c.sent_at < horizon) & (fold_table.c.held == 0)
+    count = session.scalar(select(func.count()).select_from(fold_table).where(stale)) or 0
+    if not dry_run:
+        session.execute(delete(fold_table).where(stale))
+    return int(count)
 
 
 def _lock(session: Session, scope: str) -> None:

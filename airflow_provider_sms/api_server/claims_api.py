@@ -2,13 +2,16 @@
 
 ``POST /sms/claims/{conn_id}`` decides whether a send may go (:func:`~.claims.claim`);
 ``.../{claim_id}/numbers`` claims a batch of its numbers, ``.../sent`` records its tickets and
-``.../release`` forgets a send that sent nothing. Each call is one transaction of :mod:`.claims`.
+``.../release`` forgets a send that sent nothing; ``POST /sms/claims/{conn_id}/fold`` decides whether an
+``SmsNotifier`` alert goes now or is held (:func:`~.claims.fold`). Each call is one transaction of
+:mod:`.claims`.
 
 Airflow does not authenticate a plugin's routes: every call carries the key derived from the access
 token of the connection it names (purpose ``CLAIMS``), and any call without it is answered one 401,
 whatever the name, before its body is read. That key proves only that the caller could read the
-connection, which any task can: a forged call can claim (and so refuse other sends) or release its own
-claimant's claims, nothing the token itself does not allow (see the trust table of the Reliability page).
+connection, which any task can: a forged call can claim (and so refuse other sends), release its own
+claimant's claims or hold a connection's alerts for one fold interval (the next alert carries them),
+nothing the token itself does not allow (see the trust table of the Reliability page).
 """
 
 from __future__ import annotations
@@ -125,6 +128,11 @@ def claims_router(connections: Connections) -> APIRouter:
         return await run_in_threadpool(
             decided, conn_id, lambda session: claims.mark_sent(session, conn_id, claim_id, asked)
         )
+
+    @router.post(claims.FOLD_PATH)
+    async def fold(conn_id: str, request: Request) -> Response:
+        asked = await body_of(request, claims.FoldRequest)
+        return await run_in_threadpool(decided, conn_id, lambda session: claims.fold(session, conn_id, asked))
 
     @router.post(claims.CLAIM_RELEASE_PATH)
     async def release(conn_id: str, claim_id: ClaimId, request: Request) -> Response:

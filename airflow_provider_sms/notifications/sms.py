@@ -9,15 +9,20 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseNotifier
 
 from airflow_provider_sms import DEFAULT_CONN_ID
-from airflow_provider_sms._task_arguments import check_send_window
+from airflow_provider_sms._task_arguments import (
+    DEFAULT_FOLD_INTERVAL,
+    check_fallback,
+    check_fold_interval,
+    check_send_window,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import datetime as dt
+    from collections.abc import Callable, Sequence
 
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_sms._task_arguments import SendWindowMode
-    from airflow_provider_sms.exceptions import SmsError
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.models import PushType
 
@@ -29,12 +34,6 @@ APPROVAL_TEXT = (
     "credits ({{ sms_approval.gate }}). Answer in Airflow: {{ sms_approval.link }}"
 )
 
-# What a notification that reached nobody suggests, after each filter's own fix.
-NOBODY_ADVICE = (
-    "An alert to one number is lost whenever that number is filtered: give the notifier a second "
-    "recipient (another person on call)."
-)
-
 # DAG files import this module: the hook, the models and the send window are imported when a
 # notification is sent, not when the file is parsed (see airflow_provider_sms._task_arguments).
 
@@ -43,20 +42,30 @@ class SmsNotifier(BaseNotifier):
     """Send an SMS (by default an ``alert``) when a task or DAG succeeds or fails.
 
     The SMS is sent once with the hook's :meth:`~airflow_provider_sms.hooks.sms.SmsHook.send`, which
-    never repeats a POST /send: a notification whose outcome is unknown is reported in the log, never
-    sent twice. Callbacks call :meth:`notify`; the triggerer (e.g. a deadline alert) awaits
-    :meth:`async_notify`, which makes the same single send in a thread. One that reached nobody (the
-    service filtered every number, e.g. by anti-flood after a few alerts to the same number) is never
-    called sent: the callback fails, naming each filter's count and what to do
-    (:class:`~airflow_provider_sms.exceptions.SmsNothingSentError`), and Airflow logs it at error
-    level. Give it a second recipient for alerts that must reach someone. Example::
+    never repeats a POST /send: a notification whose outcome is unknown is never sent twice. Callbacks
+    call :meth:`notify`; the triggerer (e.g. a deadline alert) awaits :meth:`async_notify`, which does
+    the same in a thread.
+
+    **Folding.** An alert to a number that got one within ``fold_interval`` is held for that number
+    (counted, logged), and the next alert to it after the interval carries it: ``<text> (+3 more alerts
+    since 02:14 UTC: <start of each>)``. A burst of failures is one SMS, not a burst the service's
+    anti-flood filters. The decision is one transaction in the provider's tables (the claim store);
+    a store that does not answer never holds an alert: it is sent unfolded.
+
+    **Not delivered.** One that reached nobody (every number filtered, refused, the service unreachable,
+    bad input, or its outcome unknown) is never called sent: it goes to ``fallback`` with the same
+    context, and one warning says so; the callback does not fail when the fallback took it. Without a
+    fallback, or when the fallback fails too, the callback fails, naming what happened and what to do
+    (e.g. :class:`~airflow_provider_sms.exceptions.SmsNothingSentError`), and Airflow logs it at error
+    level. Example::
 
         SmsSendOperator(
             task_id="send_campaign",
             ...,
             on_failure_callback=SmsNotifier(
                 text="{{ dag.dag_id }}.{{ ti.task_id }} failed ({{ ds }})",
-                recipients=["33612345678"],
+                recipients=["33612345678", "33698765432"],
+                fallback=SlackNotifier(text="{{ sms_alert.text }} (by Slack: {{ sms_alert.what }})"),
             ),
         )
 
@@ -76,6 +85,15 @@ class SmsNotifier(BaseNotifier):
         or ``ignore``. Alerts are never moved.
     :param sms_conn_id: the Airflow connection of type ``sms``.
     :param sender: custom sender; defaults to the connection's ``default_sender``.
+    :param fallback: what gets a notification that reached nobody: any Airflow notifier (its templates
+        render with the callback's context) or a callable taking the context. Its context also holds
+        ``sms_alert``: ``text`` (the SMS, with the alerts it carried), ``reason`` (``filtered``,
+        ``flood``, ``refused``, ``unreachable``, ``maybe_sent``, ``invalid`` or ``error``) and ``what``
+        (what happened, in words). A notification whose outcome is unknown goes to it too: told twice
+        rather than lost.
+    :param fold_interval: a ``timedelta`` (default 15 minutes, at most a day): an alert within it after
+        the last one to a number is held for that number and carried by the next. ``None`` or ``0``
+        sends every alert. Marketing notifications and approval questions are never held.
     """
 
     template_fields: Sequence[str] = ("sms_conn_id", "text", "recipients", "sender")
@@ -89,16 +107,21 @@ class SmsNotifier(BaseNotifier):
         sms_conn_id: str = DEFAULT_CONN_ID,
         sender: str | None = None,
         send_window: SendWindowMode = "postpone",
+        fallback: Callable[[Context], Any] | None = None,
+        fold_interval: dt.timedelta | None = DEFAULT_FOLD_INTERVAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_send_window(send_window)
+        check_fallback(fallback)
         self.text = text
         self.recipients = recipients
         self.pushtype = pushtype
         self.sms_conn_id = sms_conn_id
         self.sender = sender
         self.send_window = send_window
+        self.fallback = fallback
+        self.fold_interval = check_fold_interval(fold_interval)
 
     @cached_property
     def hook(self) -> SmsHook:
@@ -108,7 +131,8 @@ class SmsNotifier(BaseNotifier):
         return SmsHook(sms_conn_id=self.sms_conn_id)
 
     def notify(self, context: Context) -> None:
-        """Send the SMS (once); an error, or a notification that reached nobody, fails the callback.
+        """Send the SMS (once), or hold it to be folded; a notification that reached nobody goes to the
+        fallback, and fails the callback when there is none or the fallback fails too.
 
         Airflow logs a failed callback at error level, with a traceback: raised from here, it holds
         Airflow's frames and this one, not the hook's.
@@ -116,7 +140,9 @@ class SmsNotifier(BaseNotifier):
         :raises SmsNothingSentError: the service filtered every number (the message says why and what
             to do).
         """
-        failure = self._send()
+        from airflow_provider_sms.notifications._alerts import deliver
+
+        failure = deliver(self, context)
         if failure is not None:
             raise failure from None
 
@@ -124,33 +150,14 @@ class SmsNotifier(BaseNotifier):
         """:meth:`notify` for the triggerer: the same single send, in a thread so that the event loop
         goes on meanwhile; it fails as :meth:`notify` does.
 
-        The send is never repeated: a cancelled wait leaves the thread's one POST to finish or fail.
+        The send is never repeated: a cancelled wait leaves the thread's one POST to finish or fail. The
+        fold store and the fallback are called in that thread too (a fallback's ``notify``).
         """
-        failure = await asyncio.to_thread(self._send)
+        from airflow_provider_sms.notifications._alerts import deliver
+
+        failure = await asyncio.to_thread(deliver, self, context)
         if failure is not None:
             raise failure from None
-
-    def _send(self) -> SmsError | None:
-        """Send the rendered SMS once and log it; the error that fails the notification, if any, with
-        no frame of the hook's (the caller raises it)."""
-        from airflow_provider_sms.exceptions import SmsError, SmsNothingSentError
-        from airflow_provider_sms.send_window import apply_marketing_rules
-
-        data: dict[str, Any] = {"text": self.text, "pushtype": self.pushtype}
-        if self.sender:
-            data["sender"] = self.sender
-        try:
-            message = apply_marketing_rules(
-                self.hook.prepare_message(data), self.send_window, logger=self.log
-            )
-            result = self.hook.send(message, self.recipients)
-        except SmsError as exc:
-            return exc.with_traceback(None)
-        if result.sent == 0:
-            return SmsNothingSentError(result.model_dump(), "The SMS notification", advice=NOBODY_ADVICE)
-        delay = f", delayed to {message.delay} Europe/Paris" if message.delay else ""
-        self.log.info("SMS notification sent: %s%s", result.summary(), delay)
-        return None
 
 
 send_sms_notification = SmsNotifier

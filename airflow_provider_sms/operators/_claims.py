@@ -56,6 +56,8 @@ if TYPE_CHECKING:
         Claimant,
         ClaimRequest,
         ClaimView,
+        FoldAnswer,
+        FoldRequest,
         NumberChunk,
         NumbersAnswer,
         NumbersRequest,
@@ -104,7 +106,16 @@ def warn_if_settle_set(log: Logger) -> None:
 
 class ClaimStoreError(AirflowException):
     """The claim store did not decide (unreachable, a timeout, a 5xx, missing tables): nothing is sent.
-    Retried by Airflow like any failure: nothing was requested from the service."""
+    Retried by Airflow like any failure: nothing was requested from the service.
+
+    :param message: what happened and what it means for the send.
+    :param problem: what happened alone (what the store did or answered), for a caller that does
+        something else about it (an alert is sent unfolded); the message when not given.
+    """
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem or message
 
 
 def database_in_process() -> bool:
@@ -133,6 +144,10 @@ class ClaimStore(Protocol):
     def release(self, claim_id: int, request: ReleaseRequest) -> None:
         """Forget a send that sent nothing."""
 
+    def fold(self, request: FoldRequest) -> FoldAnswer:
+        """Decide whether an alert goes now or is held
+        (:func:`~airflow_provider_sms.api_server.claims.fold`)."""
+
 
 @dataclass
 class LocalClaimStore:
@@ -155,12 +170,14 @@ class LocalClaimStore:
             with create_session(scoped=False) as session:
                 return decide(session, self.conn_id, *args)
         except ClaimNotFound as exc:
-            raise ClaimStoreError(f"{self.where} lost this send's claim: {exc}. Not sending.") from None
+            lost = f"{self.where} lost this send's claim: {exc}"
+            raise ClaimStoreError(f"{lost}. Not sending.", lost) from None
         except SQLAlchemyError as exc:
             problem = migrate_hint() if tables_missing(exc) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            undecided = f"{self.where} did not decide ({problem})"
             raise ClaimStoreError(
-                f"{self.where} did not decide ({problem}), so it is unknown whether another run sent this "
-                "campaign. Not sending."
+                f"{undecided}, so it is unknown whether another run sent this campaign. Not sending.",
+                undecided,
             ) from None
 
     def claim(self, request: ClaimRequest) -> ClaimAnswer:
@@ -183,6 +200,11 @@ class LocalClaimStore:
 
         self._decide(claims.release, claim_id, request)
 
+    def fold(self, request: FoldRequest) -> FoldAnswer:
+        from airflow_provider_sms.api_server import claims
+
+        return self._decide(claims.fold, request)
+
 
 class _NotDecided(Exception):
     """An answer that is not a decision, worth asking again (every call is idempotent)."""
@@ -194,10 +216,12 @@ class HttpClaimStore:
 
     :param base: the API server's URL of the connection's claims (``.../sms/claims/<conn_id>``).
     :param key: the key derived from the connection's token (never logged).
+    :param tries: how many times a call is asked when its answer is not a decision.
     """
 
     base: str
     key: str = field(repr=False)
+    tries: int = STORE_TRIES
 
     @property
     def where(self) -> str:
@@ -235,12 +259,17 @@ class HttpClaimStore:
     def release(self, claim_id: int, request: ReleaseRequest) -> None:
         self._post(f"/{claim_id}/release", request)
 
+    def fold(self, request: FoldRequest) -> FoldAnswer:
+        from airflow_provider_sms.api_server.claims import FoldAnswer
+
+        return FoldAnswer.model_validate_json(self._post("/fold", request))
+
     def _post(self, path: str, body: BaseModel) -> bytes:
         import tenacity
 
         url = self.base + path
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(STORE_TRIES),
+            stop=tenacity.stop_after_attempt(self.tries),
             wait=tenacity.wait_exponential(multiplier=0.5, max=4),
             retry=tenacity.retry_if_exception_type(_NotDecided),
             reraise=True,
@@ -248,9 +277,12 @@ class HttpClaimStore:
         try:
             return retrying(self._post_once, url, body.model_dump_json().encode())
         except _NotDecided as exc:
+            tries = f"{self.tries} tries" if self.tries > 1 else "one try"
+            undecided = f"{self.where} did not decide after {tries} ({exc})"
             raise ClaimStoreError(
-                f"{self.where} did not decide after {STORE_TRIES} tries ({exc}), so it is unknown whether "
-                f"another run sent this campaign. Not sending. To fix: {CHECK_STORE}."
+                f"{undecided}, so it is unknown whether another run sent this campaign. Not sending. To fix: "
+                f"{CHECK_STORE}.",
+                undecided,
             ) from None
 
     def _post_once(self, url: str, content: bytes) -> bytes:
@@ -271,9 +303,11 @@ class HttpClaimStore:
             "(same access token)",
             404: "no such route, or this send's claim is gone: is the provider installed on the API server?",
         }.get(answer.status_code, detail)
+        refused = f"{self.where} answered HTTP {answer.status_code} at {url}: {problem} ({detail})"
         raise ClaimStoreError(
-            f"{self.where} answered HTTP {answer.status_code} at {url}: {problem} ({detail}). Not sending: "
-            f"it is unknown whether another run sent this campaign. To fix: {CHECK_STORE}."
+            f"{refused}. Not sending: it is unknown whether another run sent this campaign. To fix: "
+            f"{CHECK_STORE}.",
+            refused,
         )
 
 
@@ -285,9 +319,12 @@ def _detail(body: bytes) -> str:
     return str(detail) if detail else body[:200].decode("utf-8", errors="replace").strip() or "no detail"
 
 
-def store_for(hook: SmsHook) -> ClaimStore:
+def store_for(hook: SmsHook, *, tries: int = STORE_TRIES) -> ClaimStore:
     """Where this task's claims are decided: this process's database when it may use it, else the API
-    server's routes (:class:`ClaimStoreError` when its URL is unknown)."""
+    server's routes (:class:`ClaimStoreError` when its URL is unknown).
+
+    :param tries: how many times the API server is asked a call whose answer is not a decision.
+    """
     if database_in_process():
         return LocalClaimStore(hook.sms_conn_id)
     from airflow.configuration import conf as airflow_conf
@@ -307,11 +344,13 @@ def store_for(hook: SmsHook) -> ClaimStore:
             path=CLAIMS_PATH,
         )
     except SmsValidationError as exc:
+        unreachable = (
+            f"The claim store (the provider's tables, on the Airflow API server) cannot be reached: {exc}"
+        )
         raise ClaimStoreError(
-            f"The claim store (the provider's tables, on the Airflow API server) cannot be reached: {exc}. "
-            "A send must be claimed there before it goes. Not sending."
+            f"{unreachable}. A send must be claimed there before it goes. Not sending.", unreachable
         ) from None
-    return HttpClaimStore(base, claim_key(hook.settings.token))
+    return HttpClaimStore(base, claim_key(hook.settings.token), tries)
 
 
 class NumberKeys:

@@ -12,6 +12,9 @@ day. Pruning runs where Airflow's metadata database is reachable (like ``airflow
   (its DAG run deleted) is deleted once its last batch started more than the retention ago;
 - a **claim** and its numbers are deleted (one DELETE each) once its delivery time is more than the
   duplicate window (:func:`~._claims.duplicate_window`) before now: it can no longer match a new send;
+- an **alert fold** (:class:`~airflow_provider_sms.notifications.sms.SmsNotifier`'s ``fold_interval``)
+  is deleted once its last alert went longer ago than the longest fold interval, unless it holds alerts
+  (the next alert to its number carries them);
 - a record that cannot be read is never deleted: it is reported, for a person to look at.
 """
 
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from airflow.providers.common.compat.sdk import conf
 
+from airflow_provider_sms._task_arguments import MAX_FOLD_INTERVAL
 from airflow_provider_sms.operators._claims import CONFIG_SECTION, duplicate_window
 from airflow_provider_sms.operators._send_guard import PREFIX as GUARD_PREFIX
 
@@ -53,14 +57,15 @@ class PruneReport:
     unreadable: dict[str, str] = field(default_factory=dict)
     claims: int = 0
     claimed_numbers: int = 0
+    alert_folds: int = 0
 
     def summary(self, *, dry_run: bool) -> str:
         """One line: how many records were (or would be) deleted and kept."""
         verb = "Would delete" if dry_run else "Deleted"
         return (
-            f"{verb} {len(self.deleted)} send guard(s) and {self.claims} claim(s) ({self.claimed_numbers} "
-            f"claimed number(s)); kept {len(self.kept)} guard(s), {len(self.unreadable)} unreadable (kept, "
-            "to be looked at)"
+            f"{verb} {len(self.deleted)} send guard(s), {self.claims} claim(s) ({self.claimed_numbers} "
+            f"claimed number(s)) and {self.alert_folds} alert fold(s); kept {len(self.kept)} guard(s), "
+            f"{len(self.unreadable)} unreadable (kept, to be looked at)"
         )
 
 
@@ -79,6 +84,7 @@ def prune(session: Session, *, older_than: dt.timedelta, dry_run: bool = False) 
     now = pendulum.now("UTC")
     report = PruneReport()
     report.claims, report.claimed_numbers = claims.prune(session, now - duplicate_window(), dry_run=dry_run)
+    report.alert_folds = claims.prune_folds(session, now - MAX_FOLD_INTERVAL, dry_run=dry_run)
     rows = session.scalars(select(Variable).where(Variable.key.like(f"{GUARD_PREFIX}:%")))
 
     def task_instance(identity: dict[str, Any]) -> Any:

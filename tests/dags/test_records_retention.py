@@ -105,7 +105,7 @@ def test_prune_deletes_what_is_past_its_lifetime_and_never_a_guard_that_may_stil
     dry = prune(airflow_home, "--dry-run")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "would delete: sms_send_guard:gone:send:old:-1" in dry.stdout
-    assert "Would delete 1 send guard(s) and 1 claim(s) (3 claimed number(s))" in dry.stdout
+    assert "Would delete 1 send guard(s), 1 claim(s) (3 claimed number(s))" in dry.stdout
     assert "sms_send_guard:gone:send:old:-1" in variables(airflow_home)
     assert "past" in claims(airflow_home)
 

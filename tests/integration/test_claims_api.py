@@ -11,6 +11,7 @@ and the campaign goes out once.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -302,3 +303,60 @@ def test_an_api_server_whose_certificate_cannot_be_verified_gets_no_claim(
     assert front.handshake_failures >= 1
     assert worker.inspect.campaigns() == []
     assert claims() == []
+
+
+# SmsNotifier's alert folds, through the same routes (a callback in a worker, the DAG processor or the
+# triggerer has no database either).
+ON_CALL = ["33612000411", "33612000412"]
+
+
+@pytest.fixture
+def notifier_worker(worker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The worker, waiting for the store's answer as long as a notifier does (a fold is asked once)."""
+    monkeypatch.setattr(_claims, "STORE_TIMEOUT", 30.0)
+    return worker
+
+
+def alert(task_id: str) -> None:
+    """A failure callback's SmsNotifier (fold interval 15 minutes), rendered and notified."""
+    from types import SimpleNamespace
+
+    from airflow_provider_sms.notifications.sms import SmsNotifier
+
+    notifier = SmsNotifier(text="{{ ti.task_id }} failed", recipients=ON_CALL)
+    context: Any = {"dag": None, "ti": SimpleNamespace(task_id=task_id, dag_id="nightly")}
+    notifier.render_template_fields(context)
+    notifier.notify(context)
+
+
+def test_a_burst_of_alerts_is_folded_through_the_api_server(notifier_worker, faults, metadata_db):
+    worker = notifier_worker
+    alert("load")
+    alert("extract")
+    assert [campaign["text"] for campaign in worker.inspect.campaigns()] == ["load failed"]
+    assert [path.rsplit("/", 1)[-1] for path in faults.calls] == ["fold", "fold"]
+
+    checks.rewind_folds(metadata_db.engine, dt.timedelta(minutes=15))
+    alert("report")
+    texts = [campaign["text"] for campaign in worker.inspect.campaigns()]
+    assert texts[0] == "load failed"
+    assert texts[1].startswith("report failed (+1 more alert since ")
+    assert texts[1].endswith(" UTC: extract failed)")
+
+
+@pytest.mark.parametrize("mode", ["unavailable", "lost"])
+def test_a_fold_store_that_does_not_answer_never_holds_an_alert_and_is_asked_once(
+    notifier_worker, faults, mode
+):
+    worker = notifier_worker
+    alert("load")
+    faults.set(mode, times=1)
+    alert("extract")  # within the interval, but the store did not answer: sent unfolded
+
+    assert faults.met == 1  # asked once: asked again after a lost answer, it would hold the alert
+    assert [campaign["text"] for campaign in worker.inspect.campaigns()] == ["load failed", "extract failed"]
+
+
+def test_the_fold_route_answers_one_401_without_the_connections_key(worker, api_server):
+    answer = httpx.post(f"{api_server.url}/sms/claims/sms_default/fold", json={}, headers={})
+    assert (answer.status_code, answer.json()) == (401, {"detail": CLAIMS_REFUSED})

@@ -139,3 +139,114 @@ def test_the_first_chunk_claimed_with_the_claim_is_the_claims_own(engine):
     again = checks.decide(engine, claims.claim, request)
     assert (again.outcome, again.numbers) == ("resumed", claims.NumbersAnswer())
     assert checks.rows(engine) == (2, 3)
+
+
+# SmsNotifier's alert folds: the same store, one transaction per alert.
+FOLD_INTERVAL = dt.timedelta(minutes=15)
+NUMBER_A, NUMBER_B = b"A" * 16, b"B" * 16
+
+
+def fold(engine: Engine, *keys: bytes, text: str = "load failed") -> claims.FoldAnswer:
+    """Decide an alert to the numbers of digests ``keys`` (fold interval 15 minutes)."""
+    request = claims.FoldRequest(
+        numbers=claims.NumberChunk.of(0, keys), interval_seconds=FOLD_INTERVAL.total_seconds(), text=text
+    )
+    return checks.decide(engine, claims.fold, request)
+
+
+def test_an_alert_within_the_interval_is_held_and_the_next_after_it_carries_it(engine):
+    first = fold(engine, NUMBER_A, NUMBER_B, text="load failed")
+    assert [(group.positions, group.held) for group in first.send] == [([0, 1], 0)]
+    assert first.held == []
+
+    second = fold(engine, NUMBER_A, NUMBER_B, text="report failed")
+    assert (second.send, second.held) == ([], [0, 1])
+    assert second.until - second.since == FOLD_INTERVAL
+    assert fold(engine, NUMBER_A, NUMBER_B, text="export failed").held == [0, 1]
+
+    checks.rewind_folds(engine, FOLD_INTERVAL)
+    after = fold(engine, NUMBER_A, NUMBER_B, text="load failed again")
+    (group,) = after.send
+    assert (group.positions, group.held) == ([0, 1], 2)
+    assert [alert.text for alert in group.texts] == ["report failed", "export failed"]
+    assert group.texts[0].at <= group.texts[1].at
+    # Its interval starts again, with nothing held.
+    assert fold(engine, NUMBER_A, NUMBER_B, text="x").held == [0, 1]
+
+
+def test_numbers_are_decided_one_by_one_and_grouped_by_what_they_carry(engine):
+    fold(engine, NUMBER_A)
+    fold(engine, NUMBER_A, text="held for A")
+    # A is within its interval, B is new: the alert goes to B now, is held for A.
+    mixed = fold(engine, NUMBER_A, NUMBER_B, NUMBER_B, text="to both")
+    assert mixed.held == [0]
+    assert [(group.positions, group.held) for group in mixed.send] == [([1, 2], 0)]
+
+    checks.rewind_folds(engine, FOLD_INTERVAL)
+    # A carries the two alerts held for it, B none (it got "to both"): two groups, two SMS.
+    later = fold(engine, NUMBER_A, NUMBER_B, text="later")
+    carried = {tuple(group.positions): [alert.text for alert in group.texts] for group in later.send}
+    assert carried == {(0,): ["held for A", "to both"], (1,): []}
+
+
+def test_prune_deletes_only_the_folds_past_the_longest_interval_that_hold_nothing(engine):
+    fold(engine, NUMBER_A)
+    fold(engine, NUMBER_B)
+    fold(engine, NUMBER_B, text="held for B")
+    checks.rewind_folds(engine, dt.timedelta(days=2))
+    horizon = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+
+    def prune(session: Session, _conn_id: str, dry_run: bool) -> int:
+        return claims.prune_folds(session, horizon, dry_run=dry_run)
+
+    assert checks.decide(engine, prune, True) == 1
+    assert checks.decide(engine, prune, False) == 1
+    # B keeps its fold: the next alert to B carries what it holds.
+    (group,) = fold(engine, NUMBER_B, text="later").send
+    assert [alert.text for alert in group.texts] == ["held for B"]
+    assert checks.decide(engine, prune, False) == 0
+
+
+def test_a_number_keeps_the_first_texts_held_and_counts_every_one(engine):
+    fold(engine, NUMBER_A)
+    for index in range(claims.HELD_TEXTS_KEPT + 3):
+        fold(engine, NUMBER_A, text=f"alert {index}")
+    checks.rewind_folds(engine, FOLD_INTERVAL)
+    (group,) = fold(engine, NUMBER_A).send
+    assert group.held == claims.HELD_TEXTS_KEPT + 3
+    assert [alert.text for alert in group.texts] == [f"alert {i}" for i in range(claims.HELD_TEXTS_KEPT)]
+
+
+def test_alerts_to_one_number_at_the_same_instant_are_decided_one_after_the_other(url):
+    """Twenty workers fail at once, each with an alert to the same numbers: exactly one goes now."""
+    import threading
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    checks.fresh_engine(url)
+    barrier = threading.Barrier(20, timeout=60)
+    answers: list[claims.FoldAnswer] = []
+
+    def one(index: int) -> None:
+        own = create_engine(url, poolclass=NullPool, connect_args={"timeout": 60, "check_same_thread": False})
+        barrier.wait()
+        answers.append(fold(own, NUMBER_A, NUMBER_B, text=f"alert {index}"))
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(answers) == 20
+    assert sum(1 for answer in answers if answer.send) == 1
+    assert sum(1 for answer in answers if answer.held == [0, 1]) == 19
+
+
+def test_a_fold_request_is_bounded():
+    keys = claims.NumberChunk.of(0, [NUMBER_A])
+    with pytest.raises(ValidationError, match="text"):
+        claims.FoldRequest(numbers=keys, interval_seconds=60, text="x" * (claims.HELD_TEXT_LENGTH + 1))
+    with pytest.raises(ValidationError, match="interval_seconds"):
+        claims.FoldRequest(numbers=keys, interval_seconds=2 * 24 * 3600, text="x")

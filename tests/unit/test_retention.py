@@ -52,11 +52,13 @@ def test_a_guard_whose_task_instance_is_gone_goes_by_its_last_batch():
     assert _guard_kept(guard(), HORIZON, missing) is None  # nothing recorded, nothing to keep
 
 
-def test_the_summary_counts_guards_and_claims_apart():
-    report = PruneReport(deleted=["sms_send_guard:a"], kept={"x": "y"}, claims=2, claimed_numbers=7)
+def test_the_summary_counts_guards_claims_and_alert_folds_apart():
+    report = PruneReport(
+        deleted=["sms_send_guard:a"], kept={"x": "y"}, claims=2, claimed_numbers=7, alert_folds=3
+    )
     assert report.summary(dry_run=True) == (
-        "Would delete 1 send guard(s) and 2 claim(s) (7 claimed number(s)); kept 1 guard(s), "
-        "0 unreadable (kept, to be looked at)"
+        "Would delete 1 send guard(s), 2 claim(s) (7 claimed number(s)) and 3 alert fold(s); kept 1 "
+        "guard(s), 0 unreadable (kept, to be looked at)"
     )
 
 

@@ -1,5 +1,5 @@
 """The provider's tables: the delivery reports and what the flusher keeps of them, the campaigns page's,
-and the claim store's.
+and the claim store's (with SmsNotifier's alert folds).
 
 Revision ID: 71acd0083919
 Revises:
@@ -231,11 +231,21 @@ def _claim_tables() -> None:
         _count("decisions"),
         sa.PrimaryKeyConstraint("scope"),
     )
+    op.create_table(
+        "sms_alert_fold",
+        _id("conn_id"),
+        sa.Column("number_key", sa.String(length=32), nullable=False),
+        _time("sent_at"),
+        sa.Column("held", sa.Integer(), nullable=False),
+        sa.Column("held_texts", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("conn_id", "number_key"),
+    )
 
 
 def downgrade() -> None:
     # Dropping a table drops its indexes.
     for name in (
+        "sms_alert_fold",
         "sms_claim_lock",
         "sms_claim_chunk",
         "sms_claim",
