@@ -29,21 +29,28 @@ class NpaiMatches(TypedDict):
     entries: list[dict[str, Any]]
 
 
-class WebhookReady(TypedDict):
+class Polled(TypedDict, total=False):
+    """What every event of a trigger carries: how many polls it made (the sensor counts them when it
+    resumes; an event of an earlier version of the provider has no count)."""
+
+    polls: int
+
+
+class WebhookReady(Polled):
     """The webhook shows the expected status: its record (GET /webhook/:id, as JSON values)."""
 
     status: Literal["success"]
     webhook: dict[str, Any]
 
 
-class NpaiFound(TypedDict):
+class NpaiFound(Polled):
     """Enough NPAI entries match the filters."""
 
     status: Literal["success"]
     npai: NpaiMatches
 
 
-class DeliveryReportsCounted(TypedDict):
+class DeliveryReportsCounted(Polled):
     """The share of final statuses is reached (``complete``) or the deadline has passed.
 
     The failed numbers are not carried (they may be many): the sensor reads them when it resumes.
@@ -54,7 +61,7 @@ class DeliveryReportsCounted(TypedDict):
     complete: bool
 
 
-class WaitFailed(TypedDict):
+class WaitFailed(Polled):
     """The wait ended without success: the kind of failure, the service's status and the message."""
 
     status: Literal["error"]
@@ -63,7 +70,7 @@ class WaitFailed(TypedDict):
     message: str
 
 
-class WaitTimedOut(TypedDict):
+class WaitTimedOut(Polled):
     """The sensor's timeout passed before the wait was over: the sensor fails, or skips with ``soft_fail``.
 
     ``timeout_at`` is the instant (ISO 8601 with offset) the timeout fell at; ``message`` says what was

@@ -215,7 +215,8 @@ METRICS: dict[str, Metric] = {
             "notifications",
             ("conn_id", "pushtype", "reason"),
             ("conn_id", "reason"),
-            "a notification reached nobody, by reason (filtered, flood, refused, unreachable, maybe_sent)",
+            "a notification reached nobody, by reason (filtered, flood when the anti-flood alone filtered "
+            "it, refused, unreachable, maybe_sent, invalid, error)",
             "worker",
         ),
         Metric(
@@ -234,7 +235,8 @@ METRICS: dict[str, Metric] = {
             "notifications",
             ("conn_id",),
             ("conn_id",),
-            "an alert held to be folded into the next one to the same numbers (the fold interval)",
+            "an alert held for one or more of its numbers, to be carried by the next alert to them after "
+            "the fold interval",
             "worker",
         ),
         # Waits: the sensors, in their task. A deferred wait's trigger (in the triggerer) puts its polls in
@@ -378,8 +380,10 @@ for _metric in METRICS.values():
     _check(_metric)
 
 
+@functools.cache
 def _stats() -> Any:
-    # Imported when first used: DAG files import modules that import this one.
+    # Imported when first used (DAG files import modules that import this one), and looked up once:
+    # common-compat tries the module of each Airflow version in turn.
     from airflow.providers.common.compat.sdk import Stats
 
     return Stats

@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # imported by pytest_plugins below, where its asserts are rew
 
     from tests.token_canary import TokenCanary
 
-# The token canary guards every test; pytester runs the guard's own tests.
-pytest_plugins = ["tests.token_canary", "pytester"]
+# The token canary guards every test; pytester runs the guard's own tests; the metrics recorder is a fixture.
+pytest_plugins = ["tests.token_canary", "tests.metrics_recorder", "pytester"]
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 # The repository's root: the test DAG files import tests.dag_defaults from there.
@@ -132,8 +132,8 @@ def run_dag_test(
     Under ``airflow dags test`` deferred tasks' triggers run inline, in the same process.
     Its stdout and stderr are checked by the token canary (a leak fails the test).
 
-    Each test starts with an empty campaign register, as with a fresh sandbox: the runs of one test
-    see each other's campaigns, those of earlier tests do not.
+    Each test starts with an empty campaign register and no alert folds, as with a fresh sandbox: the
+    runs of one test see each other's campaigns, those of earlier tests do not.
     """
     forget_campaigns(airflow_home)
 
@@ -171,9 +171,9 @@ def latest_run(home: Path, dag_id: str) -> str:
 
 
 def forget_campaigns(home: Path) -> None:
-    """Delete the claims (the claim store's rows) of the SQLite database in ``home``."""
+    """Delete the claims and alert folds (the claim store's rows) of the SQLite database in ``home``."""
     with sqlite3.connect(home / "airflow.db") as db:
-        for table in ("sms_claim_chunk", "sms_claim", "sms_claim_lock"):
+        for table in ("sms_claim_chunk", "sms_claim", "sms_claim_lock", "sms_alert_fold"):
             db.execute(f"DELETE FROM {table}")  # our own table names
 
 

@@ -15,6 +15,7 @@ a time indexes (the lock on the indexer's row); the others skip that look.
 A record is copied only when its signature (:mod:`.record`) verifies with its connection's access token
 and the task instance whose XCom row holds it; any other (unsigned, changed, of a connection that cannot
 be read, pushed by another task) is left out, counted and logged once, by task instance and connection.
+Its metrics: ``indexer.copied`` (the campaigns each look committed) and ``indexer.left_out`` (by reason).
 Each campaign keeps the team its DAG stood under when it was copied (:mod:`.access`).
 """
 
@@ -34,6 +35,7 @@ from pydantic import ValidationError
 from sqlalchemy import delete, insert, select, tuple_, update
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms import metrics
 from airflow_provider_sms.campaigns.access import current_teams
 from airflow_provider_sms.campaigns.record import RECORD_KEY, CampaignRecord, TaskInstance, signed_by_holder
 from airflow_provider_sms.campaigns.tables import (
@@ -82,7 +84,8 @@ class LeftOut:
         self._logged: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
     def note(self, row: Any, conn_id: object, reason: str) -> None:
-        """Count and log (once per XCom row) a record of ``row`` left out for ``reason``."""
+        """Count (here and in the ``indexer.left_out`` metric) and log, once per XCom row, a record of
+        ``row`` left out for ``reason`` (a key of :data:`LEFT_OUT_CAUSES`)."""
         key = (row.dag_id, row.run_id, row.task_id, row.map_index, row.timestamp)
         if key in self._logged:
             return
@@ -90,6 +93,7 @@ class LeftOut:
         while len(self._logged) > LEFT_OUT_KEPT:
             self._logged.popitem(last=False)
         self.counts[reason] += 1
+        metrics.count("indexer.left_out", reason=LEFT_OUT_CAUSES[reason])
         log.warning(
             "Campaigns: left out the campaign record of %s / %s / %s (map index %s) naming connection %r: "
             "%s (%d record(s) left out so far for that reason)",
@@ -113,6 +117,12 @@ UNREADABLE_CONNECTION = (
     "its connection cannot be read here to verify it (no such sms connection, or no token)"
 )
 OTHER_CONNECTION = "the campaign of that task instance was copied from a record of another connection"
+# Each reason's name in the ``indexer.left_out`` metric.
+LEFT_OUT_CAUSES = {
+    UNSIGNED: "unsigned",
+    UNREADABLE_CONNECTION: "connection_unreadable",
+    OTHER_CONNECTION: "other_connection",
+}
 
 
 class ConnectionTokens:
@@ -315,11 +325,14 @@ def _record(row: Any, tokens: ConnectionTokens) -> CampaignRecord | None:
 
 
 def index_once() -> int:
-    """One look, in its own transaction (blocking: run it in a thread)."""
+    """One look, in its own transaction (blocking: run it in a thread); what it wrote is counted in the
+    ``indexer.copied`` metric once committed."""
     from airflow.utils.session import create_session
 
     with create_session(scoped=False) as session:
-        return index_records(session)
+        written = index_records(session)
+    metrics.count("indexer.copied", written)
+    return written
 
 
 async def run_indexer() -> None:

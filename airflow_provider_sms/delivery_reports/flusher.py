@@ -5,7 +5,9 @@ they arrived, keeping the campaigns' counts on the way (:mod:`.batches`). Not pu
 Every :data:`TICK` seconds it looks at each connection that has received reports: a full batch is
 made at once; a partial one when its oldest report has waited the interval. Several API servers each
 run one; the lock on the connection's row makes them take turns, and the watermark makes it no matter
-which one makes a batch. It also writes the receiver's refusal counts (:mod:`.refusals`).
+which one makes a batch. It also writes the receiver's refusal counts (:mod:`.refusals`). Its metrics:
+``flusher.asset_events`` for each batch committed with an asset event, and ``flusher.lag``, once per look
+that makes batches, how long the oldest report waited for one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms import metrics
 from airflow_provider_sms.db_manager import registration_hint
 from airflow_provider_sms.delivery_reports.batches import Batch, DeclaredAssets, flush_batch, pending
 from airflow_provider_sms.delivery_reports.refusals import RefusalCounter, this_server, write_refusals
@@ -110,15 +113,22 @@ class Flusher:
         made: list[Batch] = []
         for _ in range(MAX_BATCHES_PER_LOOK):
             with create_session(scoped=False) as session:
+                asset = self._assets.get(asset_name(conn_id), session)
                 batch = flush_batch(
                     session,
                     conn_id,
                     max_reports=max_reports,
                     min_reports=1 if overdue else max_reports,
-                    asset=self._assets.get(asset_name(conn_id), session),
+                    asset=asset,
                 )
             if batch is None:
                 break
+            if not made:
+                # The first batch holds the oldest report (batches take reports in the order they came).
+                lag = (datetime.now(timezone.utc) - waiting.oldest).total_seconds()
+                metrics.timing("flusher.lag", lag, conn_id=conn_id)
+            if asset is not None:
+                metrics.count("flusher.asset_events", conn_id=conn_id)
             made.append(batch)
             if batch.reports < max_reports:
                 break

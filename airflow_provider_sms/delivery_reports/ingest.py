@@ -13,13 +13,16 @@ import asyncio
 import logging
 import threading
 import time
+from collections import Counter
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
+from airflow_provider_sms import metrics
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from sqlalchemy.engine import Connection, Engine
 
@@ -163,6 +166,7 @@ class GroupCommit:
         """Store ``report``; True once committed, False when it was stored before; raises StoreFailed."""
         if self._max_rows <= 1:
             outcome = (await self._commit([(conn_id, report)]))[0]
+            count_outcomes([conn_id], [outcome])
         else:
             future: asyncio.Future[bool | StoreFailed] = asyncio.get_running_loop().create_future()
             self._waiting.append((conn_id, report, future))
@@ -182,6 +186,8 @@ class GroupCommit:
                 for (*_, future), outcome in zip(taken, outcomes, strict=True):
                     if not future.done():
                         future.set_result(outcome)
+                # Once the calls are answered: a few metric calls per commit, none per report.
+                count_outcomes([conn_id for conn_id, _, _ in taken], outcomes)
         finally:
             self._writer = None
 
@@ -205,6 +211,26 @@ class GroupCommit:
                 len(reports),
             )
             return [_failure(exc) for _ in reports]
+
+
+def count_outcomes(conn_ids: Iterable[str], outcomes: Iterable[bool | StoreFailed]) -> None:
+    """Count the reports of one commit, per connection: stored (new) and duplicates. A report not stored
+    is its call's refusal, which the receiver counts.
+
+    :param conn_ids: each report's connection, in the commit's order.
+    :param outcomes: each report's outcome, in the same order.
+    """
+    stored: Counter[str] = Counter()
+    duplicates: Counter[str] = Counter()
+    for conn_id, outcome in zip(conn_ids, outcomes, strict=True):
+        if outcome is True:
+            stored[conn_id] += 1
+        elif outcome is False:
+            duplicates[conn_id] += 1
+    for conn_id, reports in stored.items():
+        metrics.count("receiver.stored", reports, conn_id=conn_id)
+    for conn_id, reports in duplicates.items():
+        metrics.count("receiver.duplicates", reports, conn_id=conn_id)
 
 
 def _failure(cause: Exception) -> StoreFailed:

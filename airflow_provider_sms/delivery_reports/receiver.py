@@ -18,6 +18,10 @@ call, storing nothing, when it fails:
    a report the service saw acknowledged is never lost, and a retried one is stored once (answered
    200 ``duplicate``). A database that cannot store it is answered 503, which the service retries.
 
+Each call counts once in the provider's metrics: a refused one by the step that refused it
+(``receiver.refused``, by reason), a stored one by its commit (``receiver.stored`` or
+``receiver.duplicates``, counted per commit: nothing per report on the call's path but the insert).
+
 ``GET /sms/delivery-reports/{conn_id}/summary`` tells where campaigns stand, for the delivery-reports
 sensor and trigger, and ``GET /sms/delivery-reports/{conn_id}/batches/{n}`` gives the reports of an asset
 event, for ``reports_from_events``. Both take the key derived from the connection's token
@@ -42,7 +46,7 @@ from pydantic import Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from airflow_provider_sms import codec
+from airflow_provider_sms import codec, metrics
 from airflow_provider_sms.api_server.database_errors import MIGRATE_HINT, migrate_hint, tables_missing
 from airflow_provider_sms.api_server.refusal import Refusal, try_later
 from airflow_provider_sms.delivery_reports.connections import (
@@ -317,13 +321,27 @@ async def check_reader(connections: Connections, request: Request, conn_id: str)
     require_settings(receiving, conn_id)
 
 
+def count_refusal(refusals: RefusalCounter, conn_id: str, reason: str, cause: str, refusal: Refusal) -> None:
+    """Count a refused call for ``conn_id``, a connection that receives reports: under ``reason`` for the
+    waits of that connection, and in the ``receiver.refused`` metric under ``cause``.
+
+    :param refusals: the per-connection counts the waits read.
+    :param conn_id: the connection the call names.
+    :param reason: a reason of the per-connection counts (:data:`.summary.REFUSAL_REASONS`).
+    :param cause: the metric's reason (:data:`airflow_provider_sms.metrics.RECEIVER_REFUSALS`).
+    :param refusal: the refusal, whose text the per-connection counts keep.
+    """
+    refusals.count(conn_id, reason, refusal.reason)
+    metrics.count("receiver.refused", conn_id=conn_id, reason=cause)
+
+
 @contextmanager
-def counted(refusals: RefusalCounter, conn_id: str, reason: str) -> Iterator[None]:
-    """Count a refusal raised in the block for ``conn_id`` under ``reason``, then let it go on."""
+def counted(refusals: RefusalCounter, conn_id: str, reason: str, cause: str) -> Iterator[None]:
+    """Count a refusal raised in the block (:func:`count_refusal`), then let it go on."""
     try:
         yield
     except Refusal as exc:
-        refusals.count(conn_id, reason, exc.reason)
+        count_refusal(refusals, conn_id, reason, cause, exc)
         raise
 
 
@@ -340,22 +358,32 @@ def delivery_reports_router(
 
     @router.post(RECEIVER_PATH)
     async def receive(conn_id: str, request: Request) -> Response:
-        receiving, settings = await check_connection(connections, conn_id)
-        with counted(refusals, conn_id, "caller_not_allowed"):
+        # Each refused call is counted once, by the step that refused it; a stored one, by its commit.
+        try:
+            receiving, settings = await check_connection(connections, conn_id)
+        except Refusal as exc:
+            # The name is the caller's, not known to receive reports: counted without it.
+            cause = "connection_unavailable" if exc.status == 503 else "unknown_name"
+            metrics.count("receiver.refused", reason=cause)
+            raise
+        with counted(refusals, conn_id, "caller_not_allowed", "caller"):
             check_caller(request, settings, conn_id)
-        with counted(refusals, conn_id, "invalid_report"):
+        with counted(refusals, conn_id, "invalid_report", "size"):
             body = await read_body(request, settings.max_body)
+        with counted(refusals, conn_id, "invalid_report", "body"):
             check_content_type(request)
         try:
             await check_signature(connections, receiving, request)
         except Refusal as exc:
-            reason = "signature_unavailable" if exc.status == 503 else "bad_signature"
-            refusals.count(conn_id, reason, exc.reason)
+            if exc.status == 503:
+                count_refusal(refusals, conn_id, "signature_unavailable", "signature_unavailable", exc)
+            else:
+                count_refusal(refusals, conn_id, "bad_signature", "signature", exc)
             raise
-        with counted(refusals, conn_id, "invalid_report"):
+        with counted(refusals, conn_id, "invalid_report", "body"):
             check_json(body)
             report = decode_report(body)
-        with counted(refusals, conn_id, "store_unavailable"):
+        with counted(refusals, conn_id, "store_unavailable", "store_unavailable"):
             stored = await store(writer, conn_id, report)
         return JSONResponse({"outcome": "recorded" if stored else "duplicate"})
 

@@ -13,11 +13,16 @@ DAG files import this module, so it imports only :mod:`airflow_provider_sms._tas
 exceptions, the hook, the models, the wait conditions and the triggers are imported when a task runs.
 Each sensor's ``execute_complete`` reads the event of its trigger, whose shapes are
 :mod:`airflow_provider_sms._trigger_events`.
+
+The wait metrics (:mod:`airflow_provider_sms.metrics`: ``wait.*``, ``delivery.*``, ``npai.found``) are
+emitted by the sensor, in its task, in every mode: a deferred wait's trigger reports its polls in its
+event, and the sensor counts them when it resumes.
 """
 
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
     )
     from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter
     from airflow_provider_sms.delivery_reports.client import SummaryRequest
+    from airflow_provider_sms.delivery_reports.summary import DeliverySummary
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.triggers.sms import (
         SmsDeliveryReportsTrigger,
@@ -68,6 +74,10 @@ if TYPE_CHECKING:
 # running): it falls this long after the trigger's own timeout event, which every Airflow version turns
 # into the poke-mode failure or skip (3.0 fails a soft_fail sensor on its own deferral timeout).
 DEFERRAL_TIMEOUT_GRACE = timedelta(minutes=1)
+# A delivery status as the delivery.reports metric tags it: the service's names in snake case (the summary
+# names an undocumented status by its number, which the tag does not carry: its values stay few).
+UNDOCUMENTED_STATUS = "other"
+NO_REPORT = "no_report"
 
 
 class SmsBaseSensor(BaseSensorOperator):
@@ -82,6 +92,8 @@ class SmsBaseSensor(BaseSensorOperator):
     """
 
     template_fields: Sequence[str] = ("sms_conn_id",)
+    # The sensor's name in the ``sensor`` tag of the wait metrics.
+    metric_sensor: ClassVar[str]
 
     def __init__(
         self,
@@ -127,6 +139,38 @@ class SmsBaseSensor(BaseSensorOperator):
             "timeout_at": timeout_at.isoformat(),
         }
 
+    def metric_tags(self) -> dict[str, str]:
+        """The tags of this wait's metrics: its connection, DAG, task and sensor (nothing personal)."""
+        return {
+            "conn_id": self.sms_conn_id,
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "sensor": self.metric_sensor,
+        }
+
+    def ends_at_timeout(self, exc: AirflowSensorTimeout | AirflowSkipException) -> bool:
+        """Whether ``exc``, raised by Airflow's poke loop, ends the wait at its timeout: an
+        AirflowSensorTimeout, or with ``soft_fail`` the skip the loop raises instead (every other skip
+        it raises comes from an error, its cause; the sensors' pokes raise none).
+
+        :param exc: what the poke loop raised.
+        """
+        return isinstance(exc, AirflowSensorTimeout) or (self.soft_fail and exc.__cause__ is None)
+
+    def resumed(
+        self, event: WebhookReady | NpaiFound | DeliveryReportsCounted | WaitFailed | WaitTimedOut
+    ) -> None:
+        """Count what the trigger's event reports: the polls of the deferred wait, and its timeout.
+
+        :param event: what the trigger yielded (an event of an earlier version has no poll count).
+        """
+        from airflow_provider_sms import metrics
+
+        tags = self.metric_tags()
+        metrics.count("wait.polls", event.get("polls", 0), **tags)
+        if event["status"] == "timeout":
+            metrics.count("wait.timeouts", reason="timeout", **tags)
+
     def first_start(self, context: Context) -> datetime:
         """When the wait started, as Airflow counts the sensor's timeout: the task's start, or in
         reschedule mode, where each poke is a new start, the first poke's.
@@ -148,7 +192,14 @@ class SmsBaseSensor(BaseSensorOperator):
         except SmsValidationError as exc:
             raise AirflowFailException(str(exc)) from None
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except (AirflowSensorTimeout, AirflowSkipException) as exc:
+                if self.ends_at_timeout(exc):
+                    from airflow_provider_sms import metrics
+
+                    metrics.count("wait.timeouts", reason="timeout", **self.metric_tags())
+                raise
         # No first poke on the worker: in deferrable mode all the waiting happens in the triggerer.
         self.defer(
             trigger=self.trigger(self._started + timedelta(seconds=self.timeout)),
@@ -159,6 +210,7 @@ class SmsBaseSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         """One check; failures that waiting cannot cure end the task at once."""
+        from airflow_provider_sms import metrics
         from airflow_provider_sms.exceptions import (
             SmsAuthError,
             SmsNotFoundError,
@@ -166,6 +218,7 @@ class SmsBaseSensor(BaseSensorOperator):
             SmsValidationError,
         )
 
+        metrics.count("wait.polls", **self.metric_tags())
         try:
             return self.check_once()
         except (SmsNotFoundError, SmsAuthError, SmsValidationError, AirflowNotFoundException) as exc:
@@ -213,6 +266,7 @@ class SmsWebhookSensor(SmsBaseSensor):
     """
 
     template_fields: Sequence[str] = (*SmsBaseSensor.template_fields, "webhook_id", "expected_status")
+    metric_sensor: ClassVar[str] = "webhook"
 
     def __init__(
         self,
@@ -271,6 +325,7 @@ class SmsWebhookSensor(SmsBaseSensor):
         self, context: Context, event: WebhookReady | WaitFailed | WaitTimedOut
     ) -> dict[str, Any]:
         """The webhook record of the trigger's success event (XCom), or the failure or timeout it reports."""
+        self.resumed(event)
         if event["status"] == "success":
             return event["webhook"]
         raise self.wait_failure(event)
@@ -298,6 +353,7 @@ class SmsNpaiSensor(SmsBaseSensor):
     """
 
     template_fields: Sequence[str] = (*SmsBaseSensor.template_fields, "campaign_id", "destinations", "since")
+    metric_sensor: ClassVar[str] = "npai"
 
     def __init__(
         self,
@@ -337,7 +393,7 @@ class SmsNpaiSensor(SmsBaseSensor):
         self.log.info(
             "%s of %s NPAI entries match (%s needed)", len(matches), len(npai.entries), self.min_entries
         )
-        return PokeReturnValue(is_done=done, xcom_value=npai_result(matches) if done else None)
+        return PokeReturnValue(is_done=done, xcom_value=self.found(npai_result(matches)) if done else None)
 
     def trigger(self, timeout_at: datetime) -> SmsNpaiTrigger:
         """The async trigger polling GET /npai.
@@ -351,9 +407,20 @@ class SmsNpaiSensor(SmsBaseSensor):
     def execute_complete(self, context: Context, event: NpaiFound | WaitFailed | WaitTimedOut) -> NpaiMatches:
         """The matching entries of the trigger's success event (XCom), or the failure or timeout it
         reports."""
+        self.resumed(event)
         if event["status"] == "success":
-            return event["npai"]
+            return self.found(event["npai"])
         raise self.wait_failure(event)
+
+    def found(self, result: NpaiMatches) -> NpaiMatches:
+        """``result``, the wait's return value, counted in the ``npai.found`` metric (its distinct numbers).
+
+        :param result: the matching entries.
+        """
+        from airflow_provider_sms import metrics
+
+        metrics.count("npai.found", len(result["destinations"]), **self.metric_tags())
+        return result
 
 
 class SmsDeliveryReportsSensor(SmsBaseSensor):
@@ -391,6 +458,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
     # A send upstream on the same connection checks, before its first request, that the delivery-report
     # receiver answers (the wait cannot work without it).
     needs_delivery_receiver: ClassVar[bool] = True
+    metric_sensor: ClassVar[str] = "delivery_reports"
 
     def __init__(
         self,
@@ -482,6 +550,7 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
         The failure or timeout the trigger's other events report ends the task instead.
         """
+        self.resumed(event)
         if event["status"] == "success":
             return self.finish(bool(event.get("complete")))
         raise self.wait_failure(event)
@@ -502,4 +571,31 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
             self.log.info(
                 "%s message(s) failed, e.g. %s (in full in the XCom)", summary.failed_count, examples
             )
+        self.count_delivery(summary, complete)
         return self.wait.result(summary, complete=complete)
+
+    def count_delivery(self, summary: DeliverySummary, complete: bool) -> None:
+        """Count where the campaign stands as the wait ends: its messages by status (``no_report`` for
+        those sent without a report), the share delivered, and a deadline that came first.
+
+        :param summary: the latest counts.
+        :param complete: whether the share of final statuses was reached.
+        """
+        from airflow_provider_sms import metrics
+        from airflow_provider_sms.models import DELIVERED_STATUSES, DELIVERY_STATUSES
+
+        tags = self.metric_tags()
+        tag_of = {name: name.replace(" ", "_") for name in DELIVERY_STATUSES.values()}
+        by_status: Counter[str] = Counter()
+        for name, messages in summary.by_status.items():
+            by_status[tag_of.get(name, UNDOCUMENTED_STATUS)] += messages
+        by_status[NO_REPORT] = max(self.wait.expected - summary.reported, 0)
+        for status, messages in by_status.items():
+            metrics.count("delivery.reports", messages, status=status, **tags)
+        if self.wait.expected > 0:
+            delivered = sum(
+                summary.by_status.get(DELIVERY_STATUSES[status], 0) for status in DELIVERED_STATUSES
+            )
+            metrics.gauge("delivery.delivered_share", min(1.0, delivered / self.wait.expected), **tags)
+        if not complete:
+            metrics.count("wait.timeouts", reason="deadline", **tags)

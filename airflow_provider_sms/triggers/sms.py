@@ -32,6 +32,7 @@ from airflow_provider_sms._off_loop import QUICK, off_loop
 from airflow_provider_sms._trigger_events import (
     DeliveryReportsCounted,
     NpaiFound,
+    WaitFailed,
     WaitTimedOut,
     WebhookReady,
     wait_failed,
@@ -117,18 +118,22 @@ class SmsPollingTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until success, a failure that waiting cannot cure or the sensor's timeout; yield one event.
 
-        Each poll is followed by a wait cut to the time left, so the last poll falls at the timeout.
+        Each poll is followed by a wait cut to the time left, so the last poll falls at the timeout. The
+        event carries how many polls were made: the sensor counts them in its metrics when it resumes,
+        in its task (the triggerer's own metrics set-up varies with Airflow's version).
         """
+        polls = 0
         async with SmsAsyncHook(self.sms_conn_id) as hook:
             try:
                 await hook.get_settings()
             except (SmsError, AirflowNotFoundException) as exc:
                 self.log.error("%s", exc)
-                yield TriggerEvent(wait_failed(exc))
+                yield polled(wait_failed(exc), polls)
                 return
             interval = self.poke_interval
             while True:
                 problem = None
+                polls += 1
                 try:
                     event = await self.poll(hook)
                 except SmsTransportError as exc:
@@ -136,24 +141,34 @@ class SmsPollingTrigger(BaseTrigger):
                     problem, wait = exc, max(interval, exc.retry_after or 0.0)
                 except SmsError as exc:
                     self.log.error("%s", exc)
-                    yield TriggerEvent(wait_failed(exc))
+                    yield polled(wait_failed(exc), polls)
                     return
                 else:
                     if event is not None:
-                        yield TriggerEvent(event)
+                        yield polled(event, polls)
                         return
                     wait = interval
                 cut = self.next_wait(wait)
                 if cut is None:
                     timed_out = self.timed_out()
                     self.log.warning("%s", timed_out["message"])
-                    yield TriggerEvent(timed_out)
+                    yield polled(timed_out, polls)
                     return
                 if problem is not None:
                     self.log.warning("%s; polling again in %.1fs", problem, cut)
                 await asyncio.sleep(cut)
                 if self.exponential_backoff:
                     interval = min(interval * 2, self.max_wait or float("inf"))
+
+
+def polled(event: SuccessEvent | WaitFailed | WaitTimedOut, polls: int) -> TriggerEvent:
+    """The trigger event of ``event``, with the number of polls the wait made.
+
+    :param event: the wait's one event.
+    :param polls: the polls made (0 when the connection could not be read).
+    """
+    event["polls"] = polls
+    return TriggerEvent(event)
 
 
 class SmsWebhookTrigger(SmsPollingTrigger):

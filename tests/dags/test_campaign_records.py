@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import pytest
@@ -22,6 +22,9 @@ from airflow_provider_sms._compat import airflow_3_1_or_later
 from airflow_provider_sms.campaigns.indexer import index_once
 from airflow_provider_sms.campaigns.tables import campaign_table, campaign_ticket_table
 from tests.conftest import latest_run
+
+if TYPE_CHECKING:
+    from tests.metrics_recorder import MetricsRecorder
 
 pytestmark = [pytest.mark.integration, pytest.mark.dags]
 
@@ -53,7 +56,12 @@ def campaigns_of(dag_id: str, run_id: str) -> list[Any]:
 
 
 def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
-    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path, metadata_db: Any, monkeypatch: pytest.MonkeyPatch
+    sms_sandbox: Any,
+    run_dag_test: Any,
+    airflow_home: Path,
+    metadata_db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    metrics_recorder: MetricsRecorder,
 ) -> None:
     env = {"AIRFLOW_CONN_SMS_DEFAULT": sms_sandbox.connection_json()}
     monkeypatch.setenv("AIRFLOW_CONN_SMS_DEFAULT", env["AIRFLOW_CONN_SMS_DEFAULT"])
@@ -64,9 +72,12 @@ def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
     retries_run = latest_run(airflow_home, "sms_send_with_retries")
 
     # The first look may page through other tests' records; it ends when nothing is left to copy.
-    while index_once():
-        pass
+    written = 0
+    while copied := index_once():
+        written += copied
 
+    # Each look counts what it committed (these two campaigns, and other tests' not copied yet).
+    assert metrics_recorder.total("indexer.copied") == written >= 2
     ((sent, tickets),) = campaigns_of("sms_daily_reminder", reminder_run)
     (created,) = [c for c in sms_sandbox.inspect.campaigns() if "Reminder" in c["text"]]
     assert (sent.task_id, sent.map_index, sent.outcome, sent.conn_id) == ("send", -1, "sent", "sms_default")
@@ -93,8 +104,10 @@ def test_sent_and_maybe_sent_campaigns_are_indexed_once_and_outlive_their_xcom(
     ((maybe, maybe_tickets),) = campaigns_of("sms_send_with_retries", retries_run)
     assert (maybe.outcome, maybe_tickets, maybe.record["unknown_batches"]) == ("maybe_sent", [], [1])
 
-    # Nothing new: nothing written. Airflow clears the XComs (a cleared task): the campaigns stay.
+    # Nothing new: nothing written, nothing counted. Airflow clears the XComs (a cleared task): the
+    # campaigns stay.
     assert index_once() == 0
+    assert metrics_recorder.total("indexer.copied") == written
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         db.execute(
             "DELETE FROM xcom WHERE key = 'sms_campaign' AND run_id IN (?, ?)", (reminder_run, retries_run)

@@ -18,6 +18,7 @@ import pytest
 from airflow_provider_sms._compat import airflow_3_1_or_later
 from airflow_provider_sms.metrics import FILTER_REASONS
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
+from tests.dashboard import prometheus_name, queried_metrics
 from tests.metrics_receivers import OtlpReceiver, StatsdServer
 
 if TYPE_CHECKING:
@@ -127,6 +128,12 @@ def test_opentelemetry_receives_the_figures_with_their_attributes(
     assert otlp.total("airflow.sms.campaigns", outcome="gated", **gated) == 1
     assert otlp.total("airflow.sms.gate.refused", gate="max_cost", **gated) == 1
     assert_nothing_personal([repr(point) for point in otlp.points()])
+    # As Prometheus names what the collector exports: the dashboard's queries of a send find them.
+    exported = {
+        point.name.replace(".", "_") + ("_total" if point.kind == "sum" else "") for point in otlp.points()
+    }
+    sends = {"campaigns", "send.sent", "send.filtered", "send.numbers", "send.credits_spent", "credits_left"}
+    assert {prometheus_name(metric) for metric in queried_metrics() if metric.name in sends} <= exported
 
 
 def test_metrics_off_sends_nothing(
@@ -137,3 +144,17 @@ def test_metrics_off_sends_nothing(
     run(sms_sandbox, run_dag_test, env)
     assert returned(airflow_home, "send")["sent"] == 2
     assert statsd.lines == []
+
+
+def test_a_metrics_backend_that_cannot_be_reached_costs_the_send_nothing(
+    sms_sandbox: Any, run_dag_test: Any, airflow_home: Path
+) -> None:
+    # A StatsD host that does not resolve: Airflow falls back to no metrics; the sends go on.
+    env = {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "statsd.invalid",
+        "AIRFLOW__METRICS__STATSD_PORT": "8125",
+    }
+    run(sms_sandbox, run_dag_test, env)
+    assert returned(airflow_home, "send")["sent"] == 2
+    assert returned(airflow_home, "simulate")["sent"] == 2

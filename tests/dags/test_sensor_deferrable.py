@@ -9,7 +9,8 @@ answer only blocking calls, and the provider must find the database's connection
 
 A wait for something that never comes ends at the sensor's timeout, failed or (``soft_fail``) skipped:
 `airflow dags test` runs the trigger inline and ignores Airflow's deferral timeout, so only the
-trigger's own timeout ends it.
+trigger's own timeout ends it. With StatsD on, the resumed sensor counts the trigger's polls and the
+timeout, once each.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.conftest import AIRFLOW, airflow_env
+from tests.metrics_receivers import StatsdServer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -89,10 +91,17 @@ def test_deferrable_npai_sensor_waits_in_the_trigger_for_the_sent_campaign(
     assert result["npai"]["entries"][0]["campaign_id"] == int(campaign["ticket"])
 
 
+@pytest.fixture
+def statsd() -> Iterator[StatsdServer]:
+    server = StatsdServer()
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize("wait", ["npai", "webhook"])
 @pytest.mark.parametrize("soft_fail", [True, False], ids=["soft_fail", "no_soft_fail"])
 def test_a_deferrable_wait_ends_at_the_sensors_timeout_under_dags_test(
-    sms_sandbox: Any, run_dag_test: Any, wait: str, soft_fail: bool
+    sms_sandbox: Any, run_dag_test: Any, statsd: StatsdServer, wait: str, soft_fail: bool
 ) -> None:
     started = time.monotonic()
     process = run_dag_test(
@@ -103,6 +112,7 @@ def test_a_deferrable_wait_ends_at_the_sensors_timeout_under_dags_test(
             "SMS_TEST_WAIT": wait,
             "SMS_TEST_TIMEOUT": str(TIMEOUT),
             "SMS_TEST_SOFT_FAIL": "1" if soft_fail else "0",
+            **statsd.env(),
         },
     )
     elapsed = time.monotonic() - started
@@ -113,6 +123,20 @@ def test_a_deferrable_wait_ends_at_the_sensors_timeout_under_dags_test(
     # One poll every 2 s from the task's start, the last one at the timeout; then the run ends.
     polls = sms_sandbox.inspect.requests()[f"/{wait}"]
     assert 2 <= polls <= TIMEOUT // POKE_INTERVAL + 1, polls
+    # Counted by the sensor as it resumed: under its fixed name and its plain-StatsD one.
+    deadline = time.monotonic() + 10
+    while (
+        not statsd.total(f"airflow.sms.wait.timeouts.sms_default.{wait}.timeout")
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert statsd.total(f"airflow.sms.wait.timeouts.sms_default.{wait}.timeout") == 1
+    assert statsd.total("airflow.sms.wait.timeouts") == 1
+    assert (
+        statsd.total(f"airflow.sms.wait.polls.sms_default.{wait}")
+        == statsd.total("airflow.sms.wait.polls")
+        == polls
+    )
     assert elapsed < 60, f"airflow dags test took {elapsed:.0f}s"
     if soft_fail:
         assert process.returncode == 0, output[-6000:]

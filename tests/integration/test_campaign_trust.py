@@ -27,6 +27,8 @@ from tests.campaign_records import dag_rows, sms_connections, xcom_row
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from tests.metrics_recorder import MetricsRecorder
+
 pytestmark = pytest.mark.integration
 
 CONN, OTHER_CONN = "sms_trusted", "sms_victim"
@@ -76,7 +78,7 @@ def test_a_record_signed_by_its_connections_holder_is_copied(db: Any) -> None:
     ],
 )
 def test_a_forged_record_is_left_out_counted_and_logged_once_without_numbers(
-    db: Any, caplog: pytest.LogCaptureFixture, forgery: str, reason: str
+    db: Any, caplog: pytest.LogCaptureFixture, metrics_recorder: MetricsRecorder, forgery: str, reason: str
 ) -> None:
     # A run of its own: each forgery is a row the indexer has not met yet.
     run = f"manual__{forgery.replace(' ', '_')}"
@@ -103,6 +105,11 @@ def test_a_forged_record_is_left_out_counted_and_logged_once_without_numbers(
         assert copied(db, [row]) == {}
 
     assert indexer.LEFT_OUT.counts[reason] == before + 1
+    cause = indexer.LEFT_OUT_CAUSES[reason]
+    assert metrics_recorder.total("indexer.left_out", reason=cause) == 1
+    assert f"sms.indexer.left_out.{cause}" in metrics_recorder.names()
+    # Nothing of the record in the metric: no DAG, connection or campaign.
+    assert metrics_recorder.personal_data(["dag_thief", OTHER_CONN, "sms_nobody", "7002", "7099"]) == []
     lines = [r.getMessage() for r in caplog.records if "left out the campaign record" in r.getMessage()]
     assert len(lines) == 1
     assert "dag_thief" in lines[0]
@@ -205,7 +212,7 @@ def test_a_later_push_keeps_the_team_the_campaign_was_sent_under(db: Any) -> Non
 
 
 def test_a_record_of_another_connection_replaces_no_campaign(
-    db: Any, caplog: pytest.LogCaptureFixture
+    db: Any, caplog: pytest.LogCaptureFixture, metrics_recorder: MetricsRecorder
 ) -> None:
     genuine = xcom_row("dag_victim", record(7006), AT, run_id="manual__victim")
     copied(db, [genuine])
@@ -220,6 +227,7 @@ def test_a_record_of_another_connection_replaces_no_campaign(
 
     assert (found["dag_victim"].conn_id, found["dag_victim"].record["tickets"]) == (CONN, [7006])
     assert indexer.LEFT_OUT.counts[indexer.OTHER_CONNECTION] == before + 1
+    assert metrics_recorder.total("indexer.left_out", reason="other_connection") == 1
     assert any(indexer.OTHER_CONNECTION in r.getMessage() for r in caplog.records)
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 import threading
 from typing import TYPE_CHECKING
 
+import pytest
 from sqlalchemy.exc import DataError, OperationalError
 
 from airflow_provider_sms.delivery_reports.ingest import GroupCommit, Pending, StoreFailed
@@ -15,7 +16,7 @@ from airflow_provider_sms.models import DeliveryReport
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import pytest
+    from tests.metrics_recorder import MetricsRecorder
 
 
 def report(index: int) -> DeliveryReport:
@@ -115,3 +116,32 @@ def test_a_caller_that_hangs_up_does_not_cancel_the_others_commit() -> None:
     assert asyncio.run(scenario()) == [True, True]
     # The report of the call that hung up was committed all the same (its retry is a duplicate).
     assert writer.commits == [[report(0).destination], [report(1).destination, report(2).destination]]
+
+
+def test_a_commit_is_counted_in_one_metric_call_per_connection_and_outcome(
+    metrics_recorder: MetricsRecorder,
+) -> None:
+    # A second connection's calls share the commit.
+    async def both() -> None:
+        group = GroupCommit(Writer(), max_rows=500)
+        await asyncio.gather(store_all(group, 20), group.store("sms_other", report(21)))
+
+    asyncio.run(both())
+
+    counted = [(sent.name, sent.value, sent.tags) for sent in metrics_recorder.sent if sent.tags is not None]
+    assert sorted(counted) == [
+        ("sms.receiver.duplicates", 2, {"conn_id": "sms_default"}),
+        ("sms.receiver.stored", 1, {"conn_id": "sms_other"}),
+        ("sms.receiver.stored", 18, {"conn_id": "sms_default"}),
+    ]
+
+
+@pytest.mark.parametrize("max_rows", [1, 500])
+def test_a_report_not_stored_is_counted_neither_stored_nor_duplicate(
+    metrics_recorder: MetricsRecorder, max_rows: int
+) -> None:
+    # Report 12 the database refuses (its call's refusal is the receiver's to count); the others are stored.
+    asyncio.run(store_all(GroupCommit(Writer(delay=0.0, bad=12), max_rows=max_rows), 30))
+
+    assert metrics_recorder.total("receiver.stored") == 26
+    assert metrics_recorder.total("receiver.duplicates") == 3

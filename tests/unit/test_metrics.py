@@ -8,28 +8,12 @@ import pytest
 
 from airflow_provider_sms import metrics
 from airflow_provider_sms.models import CampaignResult
+from tests.metrics_recorder import MetricsRecorder
 
 
-class Recorder:
-    """Airflow's ``Stats`` as a list of the calls it received."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, float, dict[str, str] | None]] = []
-
-    def __getattr__(self, method: str) -> Any:
-        def record(name: str, value: float, tags: dict[str, str] | None = None) -> None:
-            self.calls.append((method, name, value, tags))
-
-        return record
-
-
-@pytest.fixture
-def stats(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    recorder = Recorder()
-    monkeypatch.setattr(metrics, "_stats", lambda: recorder)
-    metrics._names_with_tags.cache_clear()
-    yield recorder
-    metrics._names_with_tags.cache_clear()
+def calls(recorder: MetricsRecorder) -> list[tuple[str, str, float, dict[str, str] | None]]:
+    """What ``Stats`` received, as tuples."""
+    return [(sent.method, sent.name, sent.value, sent.tags) for sent in recorder.sent]
 
 
 @pytest.mark.parametrize("metric", list(metrics.METRICS.values()), ids=list(metrics.METRICS))
@@ -40,10 +24,12 @@ def test_every_name_passes_airflows_rule(metric: metrics.Metric) -> None:
     assert set(metric.in_name) <= set(metric.tags)
 
 
-def test_a_metric_goes_out_with_its_tags_and_under_a_name_for_plain_statsd(stats: Recorder) -> None:
+def test_a_metric_goes_out_with_its_tags_and_under_a_name_for_plain_statsd(
+    metrics_recorder: MetricsRecorder,
+) -> None:
     metrics.count("send.filtered", 3, conn_id="sms_default", dag_id="d", task_id="t", reason="flood")
 
-    assert stats.calls == [
+    assert calls(metrics_recorder) == [
         (
             "incr",
             "sms.send.filtered",
@@ -54,47 +40,49 @@ def test_a_metric_goes_out_with_its_tags_and_under_a_name_for_plain_statsd(stats
     ]
 
 
-def test_a_tag_value_in_a_name_keeps_to_airflows_characters_and_one_level(stats: Recorder) -> None:
+def test_a_tag_value_in_a_name_keeps_to_airflows_characters_and_one_level(
+    metrics_recorder: MetricsRecorder,
+) -> None:
     metrics.gauge("credits_left", 10, conn_id="team.a:sms/eu")
 
-    names = [name for _, name, _, _ in stats.calls]
+    names = [name for _, name, _, _ in calls(metrics_recorder)]
     assert names == ["sms.credits_left", "sms.credits_left.team_a_sms_eu"]
 
 
-def test_a_tag_the_metric_does_not_declare_is_not_sent(stats: Recorder) -> None:
+def test_a_tag_the_metric_does_not_declare_is_not_sent(metrics_recorder: MetricsRecorder) -> None:
     metrics.count("receiver.refused", reason="size", destination="33612345678")
 
-    assert stats.calls[0][3] == {"reason": "size"}
-    assert "33612345678" not in repr(stats.calls)
+    assert calls(metrics_recorder)[0][3] == {"reason": "size"}
+    assert "33612345678" not in repr(calls(metrics_recorder))
 
 
 def test_legacy_names_off_sends_only_the_tagged_name(
-    stats: Recorder, monkeypatch: pytest.MonkeyPatch
+    metrics_recorder: MetricsRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW__METRICS__LEGACY_NAMES_ON", "False")
 
     metrics.count("send.sent", 2, conn_id="sms_default")
 
-    assert [name for _, name, _, _ in stats.calls] == ["sms.send.sent"]
+    assert [name for _, name, _, _ in calls(metrics_recorder)] == ["sms.send.sent"]
 
 
-def test_a_timer_is_sent_in_milliseconds(stats: Recorder) -> None:
+def test_a_timer_is_sent_in_milliseconds(metrics_recorder: MetricsRecorder) -> None:
     metrics.timing("send.duration", 1.5, conn_id="c")
 
-    assert stats.calls[0][:3] == ("timing", "sms.send.duration", 1500.0)
+    assert calls(metrics_recorder)[0][:3] == ("timing", "sms.send.duration", 1500.0)
 
 
-def test_a_zero_count_sends_nothing(stats: Recorder) -> None:
+def test_a_zero_count_sends_nothing(metrics_recorder: MetricsRecorder) -> None:
     metrics.count("send.sent", 0, conn_id="c")
 
-    assert stats.calls == []
+    assert calls(metrics_recorder) == []
 
 
 @pytest.mark.parametrize(
     ("name", "stats"),
     [
         pytest.param("send.sent", lambda: (_ for _ in ()).throw(OSError("no route")), id="Stats raises"),
-        pytest.param("no.such.metric", Recorder, id="unknown metric name"),
+        pytest.param("no.such.metric", MetricsRecorder, id="unknown metric name"),
     ],
 )
 def test_emitting_never_raises(
@@ -108,14 +96,16 @@ def test_emitting_never_raises(
     assert [record.getMessage().split(":")[0] for record in caplog.records] == [f"Metric {name} not sent"]
 
 
-def test_a_send_answer_counts_each_figure_once(stats: Recorder) -> None:
+def test_a_send_answer_counts_each_figure_once(metrics_recorder: MetricsRecorder) -> None:
     answer = CampaignResult(
         status=1, message="OK", ticket="7", cost=4, credits=96, total=5, sent=2, blacklisted=1, flood=2
     )
 
     metrics.send_answer(answer, conn_id="sms_default")
 
-    tagged = {(name, (tags or {}).get("reason")): value for _, name, value, tags in stats.calls if tags}
+    tagged = {
+        (name, (tags or {}).get("reason")): value for _, name, value, tags in calls(metrics_recorder) if tags
+    }
     assert tagged == {
         ("sms.send.batches", None): 1,
         ("sms.send.numbers", None): 5,

@@ -157,7 +157,7 @@ async def test_webhook_trigger_yields_success_once_live(conn, monkeypatch, waits
 
     payload = await first_event(SmsWebhookTrigger(webhook_id="1839", poke_interval=7))
 
-    assert payload == {"status": "success", "webhook": WEBHOOK}
+    assert payload == {"status": "success", "webhook": WEBHOOK, "polls": 2}
     assert waits == [7]
     assert [(r.method, str(r.url)) for r in service.requests] == [("GET", f"{BASE_URL}/webhook/1839")] * 2
     request = service.requests[0]
@@ -178,6 +178,7 @@ async def test_webhook_trigger_yields_error_on_unknown_id(conn, monkeypatch, wai
     assert payload["api_status"] == -5
     assert "Webhook not found" in payload["message"]
     assert len(service.requests) == 1
+    assert payload["polls"] == 1
     assert waits == []
 
 
@@ -207,6 +208,7 @@ async def test_webhook_trigger_survives_503_429_and_a_dropped_connection(conn, m
     assert payload["status"] == "success"
     assert len(service.requests) == 4
     assert waits == [2, 12, 2]  # Retry-After is honoured when longer than the poke interval
+    assert payload["polls"] == 4  # the failed polls too: the sensor counts them when it resumes
 
 
 async def test_exponential_backoff_doubles_the_wait_up_to_max_wait(conn, monkeypatch, waits):
@@ -245,6 +247,7 @@ async def test_missing_connection_yields_a_connection_error(monkeypatch, waits):
 
     assert (payload["status"], payload["error"]) == ("error", "connection")
     assert "sms_missing" in payload["message"]
+    assert payload["polls"] == 0
 
 
 async def test_bad_webhook_id_yields_a_validation_error_without_a_request(conn, monkeypatch, waits):
@@ -347,6 +350,7 @@ async def test_the_trigger_ends_itself_at_the_sensors_timeout_after_a_last_poll(
         "timeout_at": at(20),
         "message": f"Sensor has timed out: still waiting for webhook 1839 to be live at {at(20)}, the end "
         "of the sensor's timeout (counted from the task's start)",
+        "polls": 4,
     }
     # Polls at 0, 7, 14 and 20 s: the last wait is cut to the time left, the last poll falls at the timeout.
     assert len(service.requests) == 4

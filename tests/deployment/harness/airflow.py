@@ -96,6 +96,7 @@ class AirflowComponents:
                 # Receives reports like sms_default, but no DAG schedules on its asset: no asset events.
                 "AIRFLOW_CONN_SMS_UNSCHEDULED": self.connection(self.sandbox_url),
                 **TUNING,
+                **self.statsd.env(),
             }
         )
         env.update(extra)

@@ -24,6 +24,7 @@ from tests.deployment.harness.recording_proxy import RecordingProxy
 from tests.deployment.harness.redis import redis_command
 from tests.deployment.harness.sandbox import connection_json, listening_url, sandbox_command
 from tests.deployment.harness.waiting import DeploymentError, wait_for
+from tests.metrics_receivers import StatsdServer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -55,6 +56,8 @@ class Deployment(AirflowComponents, Faults):
     api: AirflowApi | None = None
     balancers: list[RoundRobinProxy] = field(default_factory=list)
     shared_secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    # Every Airflow component sends its metrics here (StatsD on 127.0.0.1), the provider's included.
+    statsd: StatsdServer = field(default_factory=StatsdServer)
     _postgres: Postgres | None = None
 
     @property
@@ -178,6 +181,7 @@ class Deployment(AirflowComponents, Faults):
                 proxy.stop()
         for balancer in self.balancers:
             balancer.stop()
+        self.statsd.close()
         if self._postgres is not None:
             self._postgres.remove()
 
