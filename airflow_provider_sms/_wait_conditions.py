@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sms._task_arguments import check_final_share, check_min_entries
 from airflow_provider_sms.delay import parse_instant
-from airflow_provider_sms.exceptions import SmsValidationError
+from airflow_provider_sms.exceptions import SmsError, SmsValidationError
 from airflow_provider_sms.phone_numbers import normalize_number
 
 if TYPE_CHECKING:
@@ -256,6 +256,22 @@ class DeliveryWait:
             f"campaign(s) {', '.join(map(str, self.campaign_ids))}: {summary.final} of {self.expected} "
             f"messages have a final status ({summary.final_share(self.expected):.1%}, "
             f"{self.min_final_share:.0%} needed); reports by status: {statuses}"
+        )
+
+    @staticmethod
+    def unread_at_deadline(deadline: datetime, problem: Exception) -> SmsError | None:
+        """The error that ends a wait whose deadline passed while the receiver could not be read, or None
+        before the deadline: a receiver that keeps answering "not yet" does not stretch the deadline.
+
+        :param deadline: when the wait ends (aware).
+        :param problem: the last read's error (a connection error, 429 or 5xx).
+        """
+        if datetime.now(timezone.utc) < deadline:
+            return None
+        return SmsError(
+            f"The deadline {deadline.isoformat()} passed while the delivery-report receiver could not be "
+            f"read ({problem}): the counts are unknown. The reports it stored are kept; a retry of this "
+            "task reads them."
         )
 
     @staticmethod

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from airflow_provider_sms._wait_conditions import DeliveryWait, NpaiFilter
     from airflow_provider_sms.delivery_reports.client import SummaryRequest
     from airflow_provider_sms.delivery_reports.summary import DeliverySummary
+    from airflow_provider_sms.exceptions import SmsError, SmsTransportError
     from airflow_provider_sms.hooks.sms import SmsHook
     from airflow_provider_sms.triggers.sms import (
         SmsDeliveryReportsTrigger,
@@ -225,8 +226,16 @@ class SmsBaseSensor(BaseSensorOperator):
             # Unknown webhook, rejected token, bad input or connection: waiting cannot fix them.
             raise AirflowFailException(str(exc)) from None
         except SmsTransportError as exc:
+            ended = self.ended_unread(exc)
+            if ended is not None:
+                raise ended from None
             self.log.warning("could not read the service (%s); poking again later", exc)
             return PokeReturnValue(is_done=False)
+
+    def ended_unread(self, problem: SmsTransportError) -> SmsError | None:
+        """The error that ends the wait now that the service could not be read (``problem``), or None to
+        poke again (the base: always again, until the sensor's timeout)."""
+        return None
 
     def wait_failure(self, event: WaitFailed | WaitTimedOut) -> Exception:
         """The error that ends the task for the trigger's error or timeout event.
@@ -512,6 +521,12 @@ class SmsDeliveryReportsSensor(SmsBaseSensor):
 
         access = ReceiverAccess.of(self.hook)
         return SummaryRequest(access.url(SUMMARY_PATH), access.key, self.wait.campaign_ids, with_failed)
+
+    def ended_unread(self, problem: SmsTransportError) -> SmsError | None:
+        """Past the deadline, a receiver that cannot be read ends the wait (the counts are unknown)."""
+        if self._deadline_at is None:
+            return None
+        return self.wait.unread_at_deadline(self._deadline_at, problem)
 
     def check_once(self) -> PokeReturnValue:
         """Read the summary; done when the share is reached or the deadline has passed."""

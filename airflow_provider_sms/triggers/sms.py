@@ -94,6 +94,11 @@ class SmsPollingTrigger(BaseTrigger):
     def waiting_for(self) -> str:
         """What the wait is for, in words (the timeout event's message)."""
 
+    def ended_unread(self, problem: SmsTransportError) -> SmsError | None:
+        """The error that ends the wait now that the service could not be read (``problem``), or None to
+        poll again (the base: always again, until the sensor's timeout)."""
+        return None
+
     def next_wait(self, wait: float) -> float | None:
         """``wait``, cut to the time left before the sensor's timeout; ``None`` once the timeout has passed.
 
@@ -137,6 +142,10 @@ class SmsPollingTrigger(BaseTrigger):
                 try:
                     event = await self.poll(hook)
                 except SmsTransportError as exc:
+                    if (ended := self.ended_unread(exc)) is not None:
+                        self.log.error("%s", ended)
+                        yield polled(wait_failed(ended), polls)
+                        return
                     # Connection errors, 429 and 5xx: the next poll retries, until the sensor's timeout.
                     problem, wait = exc, max(interval, exc.retry_after or 0.0)
                 except SmsError as exc:
@@ -326,6 +335,10 @@ class SmsDeliveryReportsTrigger(SmsPollingTrigger):
             f"{self.wait.min_final_share:.0%} of {self.wait.expected} message(s) of campaign(s) {campaigns} "
             f"to have a final status (or the deadline {self.deadline})"
         )
+
+    def ended_unread(self, problem: SmsTransportError) -> SmsError | None:
+        """Past the deadline, a receiver that cannot be read ends the wait (the counts are unknown)."""
+        return self.wait.unread_at_deadline(datetime.fromisoformat(self.deadline), problem)
 
     async def poll(self, hook: SmsAsyncHook) -> DeliveryReportsCounted | None:
         """Read the summary; success when the share is reached or the deadline has passed."""

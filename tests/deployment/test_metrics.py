@@ -82,7 +82,7 @@ def test_the_deployment_emits_what_happened_from_each_component(
         post(deployment, b"{" + b" " * 40_000 + b"}"),
         post(deployment, b"{not json"),
     ]
-    assert [answer.status_code for answer in answers] == [200, 200, 403, 404, 413, 422]
+    assert [answer.status_code for answer in answers] == [200, 200, 403, 404, 413, 400]
     after = counts(statsd, *receiver)
     delta = {name: after[name] - before[name] for name in receiver}
     assert delta["receiver.stored.sms_default"] == sum(delivery["by_status"].values()) + 1

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import tenacity
@@ -12,7 +13,7 @@ from airflow_provider_sms.hooks.sms import SmsHook
 from airflow_provider_sms.sandbox.testing import TEST_TOKEN
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 BASE_URL = "https://sms.test"
 # The suite's canary token: tests/token_canary.py fails any test where it shows up.
@@ -54,3 +55,30 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def _debug_logs(caplog: pytest.LogCaptureFixture) -> None:
     """Unit tests log at DEBUG, so that the token canary sees the debug records too."""
     caplog.set_level("DEBUG")
+
+
+@pytest.fixture
+def busy_receiver() -> Iterator[str]:
+    """A receiver on 127.0.0.1 that answers every call 503 (its summary URL)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Busy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            body = b'{"detail": "the connections cannot be read"}'
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/sms/delivery-reports/sms_default/summary"
+    server.shutdown()
+    server.server_close()

@@ -598,3 +598,27 @@ def test_the_triggers_timeout_fails_or_skips_the_sensor_as_in_poke_mode(
     # The task log says why, also for a skip whose message Airflow replaces.
     output = capfd.readouterr()
     assert TIMEOUT_EVENT["message"] in output.out + output.err
+
+
+def test_in_poke_mode_a_receiver_that_stays_unreadable_ends_the_wait_at_its_deadline(
+    monkeypatch, busy_receiver
+):
+    from airflow_provider_sms.exceptions import SmsError
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SMS_DEFAULT",
+        connection_json(
+            dlr_webhook_id="1",
+            dlr_api_url=busy_receiver.removesuffix("/sms/delivery-reports/sms_default/summary"),
+        ),
+    )
+    sensor = delivery_sensor()
+    sensor.check_inputs()
+    now = pendulum.now("UTC")
+    sensor._deadline_at = now.add(minutes=5)
+
+    assert sensor.poke({}).is_done is False  # before the deadline: poked again
+
+    sensor._deadline_at = now.subtract(seconds=1)
+    with pytest.raises(SmsError, match="passed while the delivery-report receiver could not be read"):
+        sensor.poke({})

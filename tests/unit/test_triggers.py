@@ -415,3 +415,30 @@ async def test_a_trigger_an_earlier_version_stored_has_no_timeout_and_still_wait
     assert trigger.serialize()[1]["timeout_at"] is None
     assert payload["status"] == "success"
     assert waits == [60, 60, 60]
+
+
+@pytest.mark.parametrize("fmt", ["json"])
+async def test_a_delivery_wait_whose_receiver_stays_unreadable_ends_at_its_deadline(
+    conn, monkeypatch, clock, busy_receiver
+):
+    from airflow_provider_sms.triggers.sms import SmsDeliveryReportsTrigger
+
+    trigger = SmsDeliveryReportsTrigger(
+        summary_url=busy_receiver,
+        campaign_ids=[5000001],
+        expected=3,
+        min_final_share=1.0,
+        deadline=at(10),
+        poke_interval=4,
+        timeout_at=at(3600),
+    )
+
+    payload = await first_event(trigger)
+
+    assert payload["status"] == "error"
+    assert (
+        f"The deadline {at(10)} passed while the delivery-report receiver could not be read"
+        in payload["message"]
+    )
+    assert "the connections cannot be read" in payload["message"]
+    assert payload["polls"] == 4  # at 0, 4 and 8 s "not yet"; at 12 s past the deadline
