@@ -34,7 +34,7 @@ PYTEST_ARGS ?=
 # Extra pytest arguments for the deployment suite, e.g. DEPLOYMENT_ARGS="-k crash".
 DEPLOYMENT_ARGS ?=
 
-.PHONY: install install-min install-newest test test-latest test-deployment test-min test-newest bench-smoke lint typecheck docs docs-check browser demo bench clean
+.PHONY: install install-min install-newest test test-latest test-ui test-deployment test-min test-newest bench-smoke lint typecheck docs docs-check browser demo bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -104,7 +104,7 @@ docs-check: $(STAMP)
 # suite last and alone: its scenarios wait on a whole distributed Airflow on the same cores.
 SUITE_JOBS ?= 2
 test: lint typecheck docs-check install install-min $(if $(strip $(NEW_PYTHON)),install-newest) browser
-	$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target test-latest test-min test-newest bench-smoke
+	$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target test-latest test-min test-ui test-newest bench-smoke
 	$(MAKE) --no-print-directory test-deployment
 
 # tests/deployment and tests/bench run once, in their own targets (test-deployment, bench-smoke): the three
@@ -114,9 +114,14 @@ NOT_IN_SUITE := --ignore=tests/deployment --ignore=tests/bench
 # Branch coverage of the package, measured in process; settings and fail_under (90 %) in pyproject.toml.
 # `coverage run`, not pytest-cov: the provider's own pytest plugin (entry point pytest11) imports the
 # package before pytest-cov would start, so its import-time lines would count as missed.
-test-latest: $(STAMP) $(CHROMIUM)
-	$(BIN)/python -m coverage run -m pytest $(NOT_IN_SUITE) $(PYTEST_ARGS)
+test-latest: $(STAMP)
+	$(BIN)/python -m coverage run -m pytest --ignore=tests/ui $(NOT_IN_SUITE) $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report
+
+# tests/ui (the React UI in chromium, against real API servers in subprocesses: nothing to add to the
+# coverage), latest Airflow only, in a run of its own so that the pool of runs above stays balanced.
+test-ui: $(STAMP) $(CHROMIUM)
+	$(BIN)/python -m pytest -p no:cacheprovider tests/ui $(PYTEST_ARGS)
 
 # A distributed Airflow on 127.0.0.1 (PostgreSQL, Redis, CeleryExecutor with two workers, the triggerer),
 # latest Airflow only: installs Debian's postgresql and redis-server with apt when missing (as root), and
