@@ -33,10 +33,11 @@ from tests.integration.test_delivery_reports import (
     post,
     report,
     serve_receiver,
+    wait_until,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
     from airflow_provider_sms.sandbox.server import SandboxServer, ThreadedServer
     from tests.metrics_recorder import MetricsRecorder
@@ -62,14 +63,6 @@ def server(
     with serve_receiver(access_log) as receiver:
         yield receiver
     clear(metadata_db)
-
-
-def settled(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Wait for ``condition``: the flusher counts in its own thread, just after its commit."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the metric never reached its expected value"
-        time.sleep(0.05)
 
 
 def test_each_call_counts_once_stored_duplicate_or_refused_by_reason(
@@ -201,11 +194,11 @@ def test_the_flusher_counts_each_asset_event_and_how_long_reports_waited(
 
     events = asset_events(asset.name)[before:]
     assert sum(event.extra["reports"] for event in events) == len(NUMBERS)
-    settled(
+    wait_until(
         lambda: metrics_recorder.total("flusher.asset_events", conn_id="sms_metrics_small") == len(events)
     )
     # A connection whose asset no DAG schedules on has its reports batched, but no asset event.
-    settled(lambda: bool(metrics_recorder.values("flusher.lag", conn_id="sms_metrics_no_dag")))
+    wait_until(lambda: bool(metrics_recorder.values("flusher.lag", conn_id="sms_metrics_no_dag")))
     assert metrics_recorder.total("flusher.asset_events", conn_id="sms_metrics_no_dag") == 0
     # The lag of a look is the wait of the oldest report it batched: at least the connection's interval
     # for a partial batch, never longer than the test.
