@@ -88,7 +88,7 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "delivery_report_retention_days": {
                         "description": "How long after a campaign's last report arrived `python -m "
-                        "airflow_provider_sms.delivery_reports prune` keeps its reports and counts.",
+                        "airflow_provider_sms prune-delivery-reports` keeps its reports and counts.",
                         "version_added": "0.1.0",
                         "type": "float",
                         "example": "365",

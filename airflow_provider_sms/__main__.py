@@ -30,10 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     prune = commands.add_parser(
         "prune",
-        help="delete send guards and claims past their lifetime",
+        help="delete send guards, claims and alert folds past their lifetime",
         description="Delete the send guards of task instances that ended longer ago than --older-than "
-        "(never one whose task may still run or retry), and the claims (with their numbers) delivered "
-        "before the duplicate window. Unreadable guards are kept and listed.",
+        "(never one whose task may still run or retry), the claims (with their numbers) delivered "
+        "before the duplicate window, and the alert folds whose last alert went more than a day ago "
+        "and that hold no alert. Unreadable guards are kept and listed.",
     )
     _add_prune_options(
         prune,
